@@ -1,0 +1,80 @@
+"""The store's tables, loaded from their one declaration in schemas/*.json.
+
+Writer, readers, tests and documentation all take column names, types and descriptions from here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+
+import pyarrow as pa
+
+from etl.resources import resource_dir
+
+TABLE_NAMES: tuple[str, ...] = ("intervals", "function_stats", "function_callers", "pyinstrument_frames")
+
+# Types are the ones every Delta reader (Spark, Trino, Athena, DuckDB) maps without loss.
+_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type_name: str
+    nullable: bool
+    description: str
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return _TYPES[self.type_name]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+    sort_by: tuple[str, ...]
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in self.columns])
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _load(name: str) -> dict:
+    with open(resource_dir("schemas") / f"{name}.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+@cache
+def table_spec(name: str) -> TableSpec:
+    doc = _load(name)
+    columns: list[Column] = []
+    if "include" in doc:
+        columns.extend(table_spec(doc["include"]).columns)
+    columns.extend(
+        Column(c["name"], c["type"], bool(c.get("nullable", False)), c["description"]) for c in doc["columns"]
+    )
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise ValueError(f"schemas/{name}.json declares a column twice")
+    return TableSpec(doc["name"], doc["description"], tuple(columns), tuple(doc.get("sort_by", ())))
+
+
+def arrow_schema(name: str) -> pa.Schema:
+    return table_spec(name).arrow_schema
+
+
+INTERVAL_KEY_COLUMNS: tuple[str, ...] = tuple(c.name for c in table_spec("interval_keys").columns)

@@ -1,0 +1,33 @@
+"""What every source (local folder, S3 prefix) offers the ingest: a listing and the bytes of each object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class SourceObject:
+    uri: str  # absolute path or s3://bucket/key: what the store records as source_uri
+    parts: tuple[str, ...]  # path components, for the layout parser and job ids
+    size: int
+    version: str  # ETag or modification time: a changed version means a changed file
+
+
+class Source(Protocol):
+    uri: str
+
+    @property
+    def root_parts(self) -> tuple[str, ...]: ...
+
+    def list(self) -> Iterator[SourceObject]: ...
+
+    def read(self, obj: SourceObject) -> bytes: ...
+
+
+def open_source(location: str) -> Source:
+    """A source for a local path (S3 URIs arrive with the S3 source)."""
+    from etl.sources.local import LocalSource
+
+    return LocalSource(location)
