@@ -1,0 +1,382 @@
+"""The native Python API: every documented fetch method, answered by DuckDB SQL over the store.
+
+    >>> from etl import Profiles
+    >>> profiles = Profiles("./proflake-store")
+    >>> result = profiles.by_step(5, mode="train")
+    >>> result.table            # pyarrow.Table, one row per function
+    >>> result.to_pstats()      # a real pstats.Stats
+"""
+
+from __future__ import annotations
+
+import math
+import pstats
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from etl import queries
+from etl.errors import UsageError, UnknownNameError
+from etl.modes import PythonProfileModes, StepPhase, mode_label, phase_label
+from etl.store import Store
+
+PROFILERS = ("cprofile", "pyinstrument")
+SORT_KEYS = ("cumtime", "tottime", "ncalls", "pcalls")
+FETCH_METHODS = (
+    "by_time",
+    "by_step",
+    "between_modes",
+    "pre_step_zero",
+    "post_hook_close",
+    "by_training_phase",
+    "by_job_phase",
+)
+JOB_PHASES = ("initialization", "training_loop", "finalization", "whole_job")
+GROUP_COLUMNS = ("node_id", "start_mode", "end_mode", "job_phase")
+
+Step = int | str  # an int, or "*" (before step 0 at the start, until the end at the end)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which data a question is about, after defaults and names have been resolved."""
+
+    job_ids: list[str] | None  # None: all jobs
+    node_id: str | None  # None: all nodes
+    profiler: str | None  # None: both (only list/nodes/jobs)
+
+    def params(self) -> dict[str, Any]:
+        return {"job_ids": self.job_ids, "node_id": self.node_id, "profiler": self.profiler}
+
+
+@dataclass
+class FetchResult:
+    """The answer to one fetch: the intervals selected and their functions aggregated."""
+
+    method: str
+    profiler: str
+    scope: Scope
+    intervals: pa.Table
+    table: pa.Table
+    group_by: tuple[str, ...]
+    _profiles: Profiles = field(repr=False)
+    _selection_params: dict[str, Any] = field(repr=False)
+    _callers: pa.Table | None = field(default=None, repr=False)
+
+    @property
+    def empty(self) -> bool:
+        return self.intervals.num_rows == 0
+
+    def groups(self) -> list[tuple]:
+        """Distinct group keys in result order (one empty tuple when the method does not group)."""
+        if not self.group_by:
+            return [()]
+        seen: dict[tuple, None] = {}
+        for row in self.table.select(list(self.group_by)).to_pylist():
+            seen.setdefault(tuple(row[c] for c in self.group_by), None)
+        return list(seen)
+
+    def rows(self, group: tuple = ()) -> pa.Table:
+        """The result rows of one group."""
+        return _filter_group(self.table, self.group_by, group)
+
+    def callers(self) -> pa.Table:
+        """cProfile caller edges aggregated like the functions (pstats.add_callers)."""
+        self._require("cprofile", "callers")
+        if self._callers is None:
+            self._callers = self._profiles._rollup(self.method, "rollup_callers", self._selection_params)
+        return self._callers
+
+    def to_pstats(self, group: tuple = ()) -> pstats.Stats:
+        """A real pstats.Stats holding exactly what pstats.Stats.add would over the selected files."""
+        self._require("cprofile", "pstats")
+        callers: dict[tuple, dict[tuple, tuple]] = defaultdict(dict)
+        edges = self.callers()
+        if self.group_by:
+            edges = _filter_group(edges, self.group_by, group)
+        for e in edges.to_pylist():
+            callers[(e["filename"], e["lineno"], e["function_name"])][
+                (e["caller_filename"], e["caller_lineno"], e["caller_function_name"])
+            ] = (e["total_calls"], e["primitive_calls"], e["tottime"], e["cumtime"])
+        stats = pstats.Stats()
+        for r in self.rows(group).to_pylist():
+            key = (r["filename"], r["lineno"], r["function_name"])
+            stats.stats[key] = (r["primitive_calls"], r["total_calls"], r["tottime"], r["cumtime"], callers.get(key, {}))
+        stats.files = sorted(set(self.intervals["source_uri"].to_pylist()))
+        stats.get_top_level_stats()
+        return stats
+
+    def write_prof(self, path: str, group: tuple = ()) -> None:
+        """Write the aggregate as a .prof file that pstats, snakeviz and tuna open."""
+        self.to_pstats(group).dump_stats(path)
+
+    def call_tree(self) -> pa.Table:
+        """pyinstrument: the selected call trees merged by call path (see queries/call_tree.sql)."""
+        self._require("pyinstrument", "call trees")
+        return self._profiles._rollup(self.method, "call_tree", self._selection_params)
+
+    def _require(self, profiler: str, what: str) -> None:
+        if self.profiler != profiler:
+            raise UsageError(f"{what} exist only for {profiler} results; this result is {self.profiler}")
+
+
+def _filter_group(table: pa.Table, columns: Sequence[str], values: tuple) -> pa.Table:
+    import pyarrow.compute as pc
+
+    mask = None
+    for column, value in zip(columns, values):
+        condition = pc.equal(table[column], pa.scalar(value, table.schema.field(column).type))
+        mask = condition if mask is None else pc.and_(mask, condition)
+    return table.filter(mask) if mask is not None else table
+
+
+class Profiles:
+    """Questions about the profiles in one store. Reuses one DuckDB connection until ``refresh()``."""
+
+    def __init__(self, store: Store | str | None = None) -> None:
+        self.store = store if isinstance(store, Store) else Store(store)
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    # -- connection -------------------------------------------------------------------------------
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            con = self.store.connect()
+            queries.install_macros(con)
+            self._con = con
+        return self._con
+
+    def refresh(self) -> None:
+        """Forget the cached view of the store, so the next question sees what was ingested since."""
+        if self._con is not None:
+            self._con.close()
+        self._con = None
+
+    def close(self) -> None:
+        self.refresh()
+
+    def ingest(self, source: str, **kwargs: Any):  # -> IngestReport
+        from etl.ingest import ingest
+
+        report = ingest(source, self.store, **kwargs)
+        self.refresh()
+        return report
+
+    # -- listings ---------------------------------------------------------------------------------
+    def jobs(self, profiler: str | None = None) -> pa.Table:
+        return queries.run_named(self.connection(), "list_jobs", {"profiler": _profiler(profiler)})
+
+    def job_ids(self) -> list[str]:
+        return self.jobs()["job_id"].to_pylist()
+
+    def nodes(
+        self, *, job: str | Sequence[str] | None = None, all_jobs: bool = False, profiler: str | None = None
+    ) -> list[str]:
+        scope = self.scope(job=job, all_jobs=all_jobs, node=None, profiler=profiler, default_profiler=False)
+        return queries.run_named(self.connection(), "list_node_ids", scope.params())["node_id"].to_pylist()
+
+    def list_profile_stats(
+        self,
+        *,
+        job: str | Sequence[str] | None = None,
+        all_jobs: bool = False,
+        node: str | None = None,
+        profiler: str | None = None,
+    ) -> pa.Table:
+        scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler, default_profiler=False)
+        return queries.run_named(self.connection(), "list_profile_stats", scope.params())
+
+    # -- scope ------------------------------------------------------------------------------------
+    def scope(
+        self,
+        *,
+        job: str | Sequence[str] | None,
+        all_jobs: bool,
+        node: str | None,
+        profiler: str | None,
+        default_profiler: bool = True,
+    ) -> Scope:
+        """Resolve job, node and profiler as the CLI and API document them."""
+        con = self.connection()
+        known_jobs = self.job_ids()
+        if job is not None:
+            wanted = [job] if isinstance(job, str) else list(job)
+            for j in wanted:
+                if j not in known_jobs:
+                    raise UnknownNameError("job", j, known_jobs or ["(the store is empty)"])
+            job_ids: list[str] | None = wanted
+        elif all_jobs or len(known_jobs) <= 1:
+            job_ids = None
+        else:
+            raise UsageError(
+                f"the store holds {len(known_jobs)} jobs ({', '.join(known_jobs)}); "
+                "pass --job ID (job= in Python) or --all-jobs"
+            )
+        profiler = _profiler(profiler)
+        summary = queries.run_named(con, "scope", {"job_ids": job_ids, "node_id": None}).to_pylist()
+        by_profiler = {row["profiler"]: row for row in summary}
+        if profiler is None and default_profiler:
+            profiler = "cprofile" if "cprofile" in by_profiler or not by_profiler else "pyinstrument"
+        node_id: str | None = None
+        if node is not None and node != "all":
+            if node == "any":
+                # smdebug's "any": the node of the earliest interval of the profiler asked about.
+                candidates = [by_profiler[profiler]] if profiler in by_profiler else summary
+                first = min(candidates, key=lambda r: (r["first_start_time_us"], r["first_node_id"]), default=None)
+                node_id = first["first_node_id"] if first else None
+            else:
+                known_nodes = queries.run_named(
+                    con, "list_node_ids", {"job_ids": job_ids, "node_id": None, "profiler": None}
+                )["node_id"].to_pylist()
+                if node not in known_nodes:
+                    raise UnknownNameError("node", node, known_nodes or ["(no nodes in scope)"])
+                node_id = node
+        return Scope(job_ids=job_ids, node_id=node_id, profiler=profiler)
+
+    # -- fetch methods ----------------------------------------------------------------------------
+    def fetch(
+        self,
+        method: str,
+        *,
+        job: str | Sequence[str] | None = None,
+        all_jobs: bool = False,
+        node: str | None = None,
+        profiler: str | None = None,
+        per_node: bool = False,
+        sort: str = "cumtime",
+        top: int | None = None,
+        **arguments: Any,
+    ) -> FetchResult:
+        """Run one documented fetch method; ``arguments`` are the method's own (see the by_* wrappers)."""
+        method = method.replace("-", "_")
+        if method not in FETCH_METHODS:
+            raise UnknownNameError("fetch method", method, FETCH_METHODS)
+        if sort not in SORT_KEYS:
+            raise UnknownNameError("sort key", sort, SORT_KEYS)
+        if top is not None and top < 1:
+            raise UsageError(f"--top must be a positive number of rows, not {top}")
+        scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
+        params = {**scope.params(), **_method_params(method, arguments)}
+        con = self.connection()
+        intervals = queries.run_named(con, method, params)
+        group_by = (("node_id",) if per_node else ()) + {
+            "by_training_phase": ("start_mode", "end_mode"),
+            "by_job_phase": ("job_phase",),
+        }.get(method, ())
+        rollup_params = {
+            **params,
+            "by_node": per_node,
+            "by_modes": method == "by_training_phase",
+            "by_job_phase": method == "by_job_phase",
+            "sort": sort,
+            "top": top,
+        }
+        rollup = "rollup_cprofile" if scope.profiler == "cprofile" else "rollup_pyinstrument"
+        table = self._rollup(method, rollup, rollup_params)
+        unused = [c for c in GROUP_COLUMNS if c not in group_by]
+        table = table.drop_columns(unused)
+        return FetchResult(method, scope.profiler or "cprofile", scope, intervals, table, group_by, self, rollup_params)
+
+    def _rollup(self, method: str, rollup: str, params: dict[str, Any]) -> pa.Table:
+        return queries.run_rollup(self.connection(), method, rollup, params)
+
+    def by_time(self, start_time_s: float, end_time_s: float, **scope: Any) -> FetchResult:
+        """Intervals overlapping [start, end] (seconds since the epoch), containment included."""
+        return self.fetch("by_time", start_time_s=start_time_s, end_time_s=end_time_s, **scope)
+
+    def by_step(
+        self,
+        start_step: Step,
+        end_step: Step | None = None,
+        mode: str | PythonProfileModes = "train",
+        start_phase: str | StepPhase = "stepstart",
+        end_phase: str | StepPhase = "stepend",
+        **scope: Any,
+    ) -> FetchResult:
+        return self.fetch(
+            "by_step",
+            start_step=start_step,
+            end_step=end_step,
+            mode=mode,
+            start_phase=start_phase,
+            end_phase=end_phase,
+            **scope,
+        )
+
+    def between_modes(
+        self, start_mode: str | PythonProfileModes, end_mode: str | PythonProfileModes, **scope: Any
+    ) -> FetchResult:
+        return self.fetch("between_modes", start_mode=start_mode, end_mode=end_mode, **scope)
+
+    def pre_step_zero(self, **scope: Any) -> FetchResult:
+        return self.fetch("pre_step_zero", **scope)
+
+    def post_hook_close(self, **scope: Any) -> FetchResult:
+        return self.fetch("post_hook_close", **scope)
+
+    def by_training_phase(self, **scope: Any) -> FetchResult:
+        return self.fetch("by_training_phase", **scope)
+
+    def by_job_phase(self, **scope: Any) -> FetchResult:
+        return self.fetch("by_job_phase", **scope)
+
+    def sql(self, query: str, params: dict[str, Any] | None = None) -> pa.Table:
+        """Ad hoc SQL over the store's tables (intervals, function_stats, ...)."""
+        return queries.run(self.connection(), query, params or {})
+
+
+def _profiler(profiler: str | None) -> str | None:
+    if profiler is None:
+        return None
+    name = profiler.strip().lower()
+    if name not in PROFILERS:
+        raise UnknownNameError("profiler", profiler, PROFILERS)
+    return name
+
+
+def parse_step(value: Step, *, at_end: bool) -> float:
+    """A step as the SQL compares it: '*' is -1 at the start and +infinity at the end, like smdebug."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "*":
+            return math.inf if at_end else -1
+        try:
+            return int(text)
+        except ValueError:
+            raise UsageError(f"step {value!r} is not a whole number or '*'") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"step {value!r} is not a whole number or '*'")
+    return value
+
+
+def _method_params(method: str, a: dict[str, Any]) -> dict[str, Any]:
+    expected = {
+        "by_time": {"start_time_s", "end_time_s"},
+        "by_step": {"start_step", "end_step", "mode", "start_phase", "end_phase"},
+        "between_modes": {"start_mode", "end_mode"},
+    }.get(method, set())
+    unexpected = set(a) - expected
+    if unexpected:
+        raise UsageError(f"fetch {method} takes no argument {', '.join(sorted(unexpected))}")
+    if method == "by_time":
+        start, end = float(a["start_time_s"]), float(a["end_time_s"])
+        if end < start:
+            raise UsageError(f"the time window ends ({end}) before it starts ({start})")
+        return {"start_time_us": start * 1e6, "end_time_us": end * 1e6}
+    if method == "by_step":
+        start_step = parse_step(a["start_step"], at_end=False)
+        end_raw = a.get("end_step")
+        end_step = start_step if end_raw is None else parse_step(end_raw, at_end=True)
+        return {
+            "start_step": float(start_step),
+            "end_step": float(end_step),
+            "mode": mode_label(a.get("mode", "train")),
+            "start_phase": phase_label(a.get("start_phase", "stepstart")),
+            "end_phase": phase_label(a.get("end_phase", "stepend")),
+        }
+    if method == "between_modes":
+        return {"start_mode": mode_label(a["start_mode"]), "end_mode": mode_label(a["end_mode"])}
+    return {}

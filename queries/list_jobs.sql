@@ -1,0 +1,15 @@
+-- list_jobs: the training jobs in the store with what was profiled for each.
+-- Parameters: $profiler (NULL = both).
+-- Columns: job_id, framework, profilers, nodes, intervals, first_start_time, last_end_time.
+SELECT
+    job_id,
+    string_agg(DISTINCT framework, ',' ORDER BY framework) AS framework,
+    string_agg(DISTINCT profiler, ',' ORDER BY profiler) AS profilers,
+    count(DISTINCT node_id) AS nodes,
+    count(*) AS intervals,
+    min(start_time) AS first_start_time,
+    max(end_time) AS last_end_time
+FROM intervals
+WHERE $profiler IS NULL OR profiler = $profiler
+GROUP BY job_id
+ORDER BY job_id

@@ -1,0 +1,24 @@
+-- rollup_callers: aggregate cProfile caller edges over the intervals in `selection` as pstats.add_callers
+-- does: per (callee, caller) pair, sum the edge's calls and times. Used to rebuild pstats.Stats objects
+-- (callers, print_callers, .prof files) and for call-graph questions.
+-- Parameters: $by_node, $by_modes, $by_job_phase (booleans, as in rollup_cprofile).
+-- Columns: node_id, start_mode, end_mode, job_phase, filename, lineno, function_name, caller_filename,
+--          caller_lineno, caller_function_name, total_calls, primitive_calls, tottime, cumtime.
+SELECT
+    CASE WHEN $by_node THEN s.node_id END AS node_id,
+    CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
+    CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
+    CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
+    c.filename,
+    c.lineno,
+    c.function_name,
+    c.caller_filename,
+    c.caller_lineno,
+    c.caller_function_name,
+    CAST(sum(c.total_calls) AS BIGINT) AS total_calls,
+    CAST(sum(c.primitive_calls) AS BIGINT) AS primitive_calls,
+    sum(c.tottime) AS tottime,
+    sum(c.cumtime) AS cumtime
+FROM function_callers AS c
+JOIN selection AS s USING (interval_id)
+GROUP BY ALL

@@ -1,0 +1,41 @@
+-- rollup_cprofile: aggregate cProfile function_stats over the intervals in `selection` exactly as
+-- pstats.Stats.add does: per function key (filename, lineno, function_name), sum calls and times.
+-- `selection` is the result of one of the fetch queries, supplied by the caller as a CTE.
+-- Parameters: $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
+--             $sort (cumtime | tottime | ncalls | pcalls), $top (rows per group, NULL = all).
+-- Columns: node_id, start_mode, end_mode, job_phase (NULL unless grouped by), function, filename, lineno,
+--          function_name, primitive_calls, total_calls, tottime, cumtime, intervals.
+SELECT *
+FROM (
+    SELECT
+        CASE WHEN $by_node THEN s.node_id END AS node_id,
+        CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
+        CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
+        CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
+        f.function,
+        f.filename,
+        f.lineno,
+        f.function_name,
+        CAST(sum(f.primitive_calls) AS BIGINT) AS primitive_calls,
+        CAST(sum(f.total_calls) AS BIGINT) AS total_calls,
+        sum(f.tottime) AS tottime,
+        sum(f.cumtime) AS cumtime,
+        count(DISTINCT f.interval_id) AS intervals
+    FROM function_stats AS f
+    JOIN selection AS s USING (interval_id)
+    GROUP BY ALL
+) AS r
+QUALIFY $top IS NULL OR row_number() OVER (
+    PARTITION BY node_id, start_mode, end_mode, job_phase
+    ORDER BY CASE $sort WHEN 'tottime' THEN tottime
+                        WHEN 'ncalls' THEN CAST(total_calls AS DOUBLE)
+                        WHEN 'pcalls' THEN CAST(primitive_calls AS DOUBLE)
+                        ELSE cumtime END DESC,
+             function
+) <= $top
+ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),
+         CASE $sort WHEN 'tottime' THEN tottime
+                    WHEN 'ncalls' THEN CAST(total_calls AS DOUBLE)
+                    WHEN 'pcalls' THEN CAST(primitive_calls AS DOUBLE)
+                    ELSE cumtime END DESC,
+         function

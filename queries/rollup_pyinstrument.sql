@@ -1,0 +1,42 @@
+-- rollup_pyinstrument: aggregate pyinstrument frames over the intervals in `selection` per function.
+-- self_time sums every frame's own time; total_time sums inclusive time only over a function's outermost
+-- frames on each call path (is_outermost), so recursion is counted once, as a sampling profiler sees it.
+-- Parameters: $by_node, $by_modes, $by_job_phase, $sort (cumtime -> total_time, tottime -> self_time,
+--             ncalls/pcalls -> frames), $top (rows per group, NULL = all).
+-- Columns: node_id, start_mode, end_mode, job_phase, function, filename, lineno, function_name, class_name,
+--          self_time, total_time, await_time, frames, intervals.
+SELECT *
+FROM (
+    SELECT
+        CASE WHEN $by_node THEN s.node_id END AS node_id,
+        CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
+        CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
+        CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
+        p.function,
+        p.filename,
+        p.lineno,
+        p.function_name,
+        max(p.class_name) AS class_name,
+        sum(p.self_time) AS self_time,
+        coalesce(sum(p.time) FILTER (WHERE p.is_outermost), 0) AS total_time,
+        coalesce(sum(p.await_time) FILTER (WHERE p.is_outermost), 0) AS await_time,
+        count(*) AS frames,
+        count(DISTINCT p.interval_id) AS intervals
+    FROM pyinstrument_frames AS p
+    JOIN selection AS s USING (interval_id)
+    GROUP BY ALL
+) AS r
+QUALIFY $top IS NULL OR row_number() OVER (
+    PARTITION BY node_id, start_mode, end_mode, job_phase
+    ORDER BY CASE $sort WHEN 'tottime' THEN self_time
+                        WHEN 'ncalls' THEN CAST(frames AS DOUBLE)
+                        WHEN 'pcalls' THEN CAST(frames AS DOUBLE)
+                        ELSE total_time END DESC,
+             function
+) <= $top
+ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),
+         CASE $sort WHEN 'tottime' THEN self_time
+                    WHEN 'ncalls' THEN CAST(frames AS DOUBLE)
+                    WHEN 'pcalls' THEN CAST(frames AS DOUBLE)
+                    ELSE total_time END DESC,
+         function
