@@ -77,7 +77,7 @@ BoundaryLike = tuple[str | PythonProfileModes, int | str, str | StepPhase]
 
 
 class Boundary(NamedTuple):
-    """One end of an interval, normalised: a mode, a step (``"*"`` = before step 0 / until the end), a phase."""
+    """One end of an interval, normalised. A step of ``"*"`` means before step 0 / until the end."""
 
     mode: PythonProfileModes
     step: Step
@@ -93,7 +93,7 @@ class NestedCaptureError(UsageError):
 
 
 def boundary(value: BoundaryLike | Boundary) -> Boundary:
-    """Normalise ``(mode, step, phase)``; modes and phases are accepted in any spelling parse_mode/parse_phase take."""
+    """Normalise ``(mode, step, phase)``; modes and phases in any spelling parse_mode/parse_phase take."""
     try:
         mode, step, phase = value
     except (TypeError, ValueError):
@@ -116,7 +116,9 @@ def _step(step: object) -> Step:
     raise UsageError(f"a step is a non-negative integer or '*', got {step!r}")
 
 
-def stats_dir_name(start: BoundaryLike | Boundary, start_time_us: float, end: BoundaryLike | Boundary, end_time_us: float) -> str:
+def stats_dir_name(
+    start: BoundaryLike | Boundary, start_time_us: float, end: BoundaryLike | Boundary, end_time_us: float
+) -> str:
     """The directory name smdebug gives an interval, e.g.
     ``train-3-stepstart-1596585376012363.8_train-3-stepend-1596585376098765.2``."""
     return f"{boundary(start).label(start_time_us)}_{boundary(end).label(end_time_us)}"
@@ -196,7 +198,7 @@ _open_interval = threading.local()
 
 
 class Capture:
-    """Writes profiled intervals of one node of one job under ``{base_dir}/framework/{framework}/{profiler}/{node_id}``.
+    """Writes one node's profiled intervals under ``{base_dir}/framework/{framework}/{profiler}/{node_id}``.
 
     ``clock`` returns seconds since the epoch like ``time.time``; tests inject it to get exact names.
     ``sample_interval`` is pyinstrument's sampling period in seconds (cProfile ignores it).
@@ -227,14 +229,17 @@ class Capture:
         return self.base_dir / "framework" / self.framework / self.profiler / self.node_id
 
     @contextmanager
-    def interval(self, start: BoundaryLike | Boundary, end: BoundaryLike | Boundary) -> Iterator[CapturedInterval]:
+    def interval(
+        self, start: BoundaryLike | Boundary, end: BoundaryLike | Boundary
+    ) -> Iterator[CapturedInterval]:
         """Profile the with-block and write its stats directory when the block ends, even if it raises."""
         start_b, end_b = boundary(start), boundary(end)
         already_open = getattr(_open_interval, "capture", None)
         if already_open is not None:
             raise NestedCaptureError(
                 f"cannot open {start_b.mode.label}-{start_b.step} while {already_open.profiler} is still "
-                f"profiling node {already_open.node_id} on this thread; profilers cannot nest, close the outer interval first"
+                f"profiling node {already_open.node_id} on this thread; profilers cannot nest, "
+                "close the outer interval first"
             )
         recorder = self._recorder(f"{self.node_id} {start_b.mode.label}-{start_b.step}-{start_b.phase.label}")
         _open_interval.capture = self
@@ -251,11 +256,15 @@ class Capture:
         finally:
             _open_interval.capture = None
 
-    def pre_step_zero(self, end_mode: str | PythonProfileModes = "train") -> AbstractContextManager[CapturedInterval]:
-        """From the start of the script to step 0 of ``end_mode``: ``prestepzero-*-start`` -> ``{end_mode}-0-stepstart``."""
+    def pre_step_zero(
+        self, end_mode: str | PythonProfileModes = "train"
+    ) -> AbstractContextManager[CapturedInterval]:
+        """From the start of the script to step 0: ``prestepzero-*-start`` -> ``{end_mode}-0-stepstart``."""
         return self.interval(("prestepzero", "*", "start"), (end_mode, 0, "stepstart"))
 
-    def step(self, step: int, mode: str | PythonProfileModes = "train") -> AbstractContextManager[CapturedInterval]:
+    def step(
+        self, step: int, mode: str | PythonProfileModes = "train"
+    ) -> AbstractContextManager[CapturedInterval]:
         """One step: ``{mode}-{step}-stepstart`` -> ``{mode}-{step}-stepend``."""
         return self.interval((mode, step, "stepstart"), (mode, step, "stepend"))
 
@@ -266,12 +275,13 @@ class Capture:
         to_mode: str | PythonProfileModes,
         next_step: int = 0,
     ) -> AbstractContextManager[CapturedInterval]:
-        """Between two modes, e.g. end of training into evaluation: ``train-N-stepend`` -> ``eval-0-stepstart``."""
+        """Between two modes, e.g. training into evaluation: ``train-N-stepend`` -> ``eval-0-stepstart``."""
         return self.interval((from_mode, last_step, "stepend"), (to_mode, next_step, "stepstart"))
 
     def post_hook_close(self) -> AbstractContextManager[CapturedInterval]:
-        """After the hook closes until the script ends. smdebug labels its start mode ``prestepzero`` with phase
-        ``end`` (``prestepzero-*-end`` -> ``posthookclose-*-end``); readers rely on that, so it is kept."""
+        """After the hook closes until the script ends: ``prestepzero-*-end`` -> ``posthookclose-*-end``.
+
+        smdebug really labels the start mode ``prestepzero`` here; readers rely on that, so it is kept."""
         return self.interval(("prestepzero", "*", "end"), ("posthookclose", "*", "end"))
 
     def _recorder(self, description: str) -> _Recorder:
@@ -281,13 +291,17 @@ class Capture:
 
     def _write(self, recorder: _Recorder, captured: CapturedInterval) -> Path:
         assert captured.end_time_us is not None
-        stats_dir = self.node_dir / stats_dir_name(captured.start, captured.start_time_us, captured.end, captured.end_time_us)
+        name = stats_dir_name(captured.start, captured.start_time_us, captured.end, captured.end_time_us)
+        stats_dir = self.node_dir / name
         try:
             stats_dir.mkdir(parents=True)
         except FileExistsError:
             # Only a clock that did not move or two writers sharing a node id get here; overwriting
             # would silently lose one of the two profiles.
-            raise UsageError(f"stats directory {stats_dir} already exists; is another writer using node id {self.node_id!r}?") from None
+            raise UsageError(
+                f"stats directory {stats_dir} already exists; "
+                f"is another writer using node id {self.node_id!r}?"
+            ) from None
         recorder.write(stats_dir)
         return stats_dir
 

@@ -53,7 +53,7 @@ def generate_sample_job(
     framework: str = "pytorch",
     seed: int = 0,
 ) -> SampleJob:
-    """Write a job with nodes ``algo-1``..``algo-{nodes}`` under ``base_dir``, each profiled by both profilers.
+    """Write a job with nodes ``algo-1``..``algo-{nodes}`` under ``base_dir``, profiled by both profilers.
 
     cProfile, per node: pre-step-zero, train steps 0..train_steps-1, train->eval transition, eval steps
     0..eval_steps-1, post-hook-close. pyinstrument, per node: pre-step-zero, the train steps and eval
@@ -73,9 +73,12 @@ def generate_sample_job(
         cprofile = Capture(base, framework=framework, profiler=CPROFILE, node_id=node_id)
         written[CPROFILE] += _run_cprofile(cprofile, random.Random(node_seed), train_steps, eval_steps)
         pyinstrument = Capture(
-            base, framework=framework, profiler=PYINSTRUMENT, node_id=node_id, sample_interval=_PYINSTRUMENT_INTERVAL
+            base, framework=framework, profiler=PYINSTRUMENT, node_id=node_id,
+            sample_interval=_PYINSTRUMENT_INTERVAL,
         )
-        written[PYINSTRUMENT] += _run_pyinstrument(pyinstrument, random.Random(node_seed), train_steps, eval_steps)
+        written[PYINSTRUMENT] += _run_pyinstrument(
+            pyinstrument, random.Random(node_seed), train_steps, eval_steps
+        )
     return SampleJob(base, framework, node_ids, {name: tuple(dirs) for name, dirs in written.items()})
 
 
@@ -141,11 +144,12 @@ def initialize(rng: random.Random) -> ToyModel:
 
 
 def parse_config(rng: random.Random) -> dict[str, object]:
-    text = json.dumps({"width": _WIDTH, "batch": _BATCH, "lr": 0.01, "seed": rng.random(), "layers": ["dense", "relu"] * 4})
+    layers = ["dense", "relu"] * 4
+    text = json.dumps({"width": _WIDTH, "batch": _BATCH, "lr": 0.01, "seed": rng.random(), "layers": layers})
     config = json.loads(text)
     # Patterns are compiled fresh each run so every node's pre-step-zero shows re's compiler, not its cache.
     re.purge()
-    config["names"] = [re.sub(r"[^a-z]+", "_", f"Layer {i}: {kind}".lower()) for i, kind in enumerate(config["layers"])]
+    config["names"] = [re.sub(r"[^a-z]+", "_", f"Layer {i}: {kind}".lower()) for i, kind in enumerate(layers)]
     return config
 
 
@@ -159,7 +163,8 @@ def compile_kernels() -> None:
 
 def define_layer_types() -> None:
     for kind in ("Dense", "Relu", "Dropout"):
-        dataclasses.make_dataclass(f"{kind}Layer", [("size", int), ("name", str, dataclasses.field(default=kind))])
+        fields = [("size", int), ("name", str, dataclasses.field(default=kind))]
+        dataclasses.make_dataclass(f"{kind}Layer", fields)
 
 
 def build_model(rng: random.Random, config: dict[str, object]) -> ToyModel:
@@ -244,7 +249,8 @@ def prepare_evaluation(model: ToyModel) -> None:
 def eval_step(model: ToyModel, rng: random.Random) -> float:
     inputs, labels = load_batch(rng)
     outputs = forward(model, inputs)
-    correct = sum(1 for out, label in zip(outputs, labels) if max(range(_WIDTH), key=out.__getitem__) == label)
+    predictions = [max(range(_WIDTH), key=out.__getitem__) for out in outputs]
+    correct = sum(1 for predicted, label in zip(predictions, labels) if predicted == label)
     log_metrics(0, loss_fn(outputs, labels), {"accuracy": correct / len(labels)})
     return correct / len(labels)
 
