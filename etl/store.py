@@ -129,6 +129,12 @@ class Store:
             for name in ("intervals", *FACT_TABLES):
                 self.delta(name).delete(predicate)
 
+    def delete_job(self, job_id: str) -> None:
+        """Remove every row of one job (the demo replaces its sample job this way)."""
+        predicate = f"job_id = {_sql_string(job_id)}"
+        for name in ("intervals", *FACT_TABLES):
+            self.delta(name).delete(predicate)
+
     def ingested_versions(self) -> dict[str, tuple[str, int, str]]:
         """source_uri -> (interval_id, size, version) for every interval already in the store."""
         if not self.exists():

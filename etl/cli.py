@@ -1,0 +1,302 @@
+"""The proflake command line: parse options, call one library function, print the result.
+
+Results go to stdout, messages to stderr. Exit codes are ExitCode; every error a user can cause is a
+ProflakeError and ends as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+import click
+import pyarrow as pa
+
+from etl.api import FETCH_METHODS, PROFILERS, SORT_KEYS, FetchResult, Profiles
+from etl.errors import ProflakeError
+from etl.output import FORMATS, render
+from etl.store import Store, default_store_location
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1  # nothing useful was done: bad store, bad source, bad query
+    USAGE = 2  # the command line itself was wrong (click uses 2 as well)
+    PARTIAL = 3  # ingest finished, but some stats files could not be ingested
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _emit(table: pa.Table, fmt: str, output: str | None) -> None:
+    data = render(table, fmt)
+    if output:
+        try:
+            Path(output).write_bytes(data)
+        except OSError as e:
+            raise ProflakeError(f"cannot write {output!r}: {e.strerror}") from e
+        _say(f"wrote {table.num_rows} row(s) to {output}")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+# -- shared options ----------------------------------------------------------------------------------
+def store_option(f: Callable) -> Callable:
+    return click.option(
+        "--store",
+        default=None,
+        metavar="PATH",
+        help=f"The store folder (default: $PROFLAKE_STORE or {default_store_location()!s}).",
+    )(f)
+
+
+def output_options(f: Callable) -> Callable:
+    f = click.option("--output", "-o", metavar="FILE", help="Write the result to FILE instead of stdout.")(f)
+    return click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format."
+    )(f)
+
+
+def scope_options(f: Callable, *, with_node: bool = True) -> Callable:
+    f = click.option("--profiler", type=click.Choice(PROFILERS), help="Only this profiler's data.")(f)
+    if with_node:
+        f = click.option(
+            "--node", metavar="ID", help="Only this node; 'any' = the first node, as smdebug's node_id='any'."
+        )(f)
+    f = click.option("--all-jobs", is_flag=True, help="Use every job in the store.")(f)
+    return click.option("--job", metavar="ID", help="The training job (needed when the store holds several).")(f)
+
+
+class _ProflakeGroup(click.Group):
+    """Turns proflake's errors into one line on stderr and a documented exit code, for every command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ProflakeError as e:
+            _say(f"proflake: error: {e}")
+            ctx.exit(e.exit_code)
+        except BrokenPipeError:
+            sys.stderr.close()
+            ctx.exit(ExitCode.OK)
+
+
+def scope_options_without_node(f: Callable) -> Callable:
+    return scope_options(f, with_node=False)
+
+
+@click.group(cls=_ProflakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="proflake")
+def cli() -> None:
+    """proflake: smdebug Python profiling stats as Delta Lake tables, queried with DuckDB SQL."""
+
+
+# -- ingest -----------------------------------------------------------------------------------------
+@cli.command()
+@click.argument("source")
+@store_option
+@click.option("--job", metavar="ID", help="Job id for every interval (default: derived from the path above framework/).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
+def ingest(source: str, store: str | None, job: str | None, as_json: bool) -> None:
+    """Ingest the stats files under SOURCE (a job folder, its framework/ folder, or any folder inside)."""
+    from etl.ingest import ingest as run_ingest
+
+    report = run_ingest(source, Store(store), job_id=job, log=_say)
+    for uri in report.unrecognised[:20]:
+        _say(f"skipped (fits no smdebug layout): {uri}")
+    if len(report.unrecognised) > 20:
+        _say(f"skipped {len(report.unrecognised) - 20} more file(s) that fit no smdebug layout")
+    _say(report.summary())
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1))
+    if report.partial:
+        raise SystemExit(ExitCode.PARTIAL)
+
+
+# -- listings ---------------------------------------------------------------------------------------
+@cli.command()
+@store_option
+@click.option("--profiler", type=click.Choice(PROFILERS), help="Only jobs with this profiler's data.")
+@output_options
+def jobs(store: str | None, profiler: str | None, fmt: str, output: str | None) -> None:
+    """List the training jobs in the store."""
+    _emit(Profiles(store).jobs(profiler), fmt, output)
+
+
+@cli.command()
+@store_option
+@scope_options_without_node
+@output_options
+def nodes(store: str | None, job: str | None, all_jobs: bool, profiler: str | None, fmt: str, output: str | None) -> None:
+    """List the node ids that have profiling stats (sorted, distinct)."""
+    ids = Profiles(store).nodes(job=job, all_jobs=all_jobs, profiler=profiler)
+    _emit(pa.table({"node_id": pa.array(ids, pa.string())}), fmt, output)
+
+
+@cli.command(name="list")
+@store_option
+@scope_options
+@output_options
+def list_(
+    store: str | None, job: str | None, all_jobs: bool, node: str | None, profiler: str | None, fmt: str, output: str | None
+) -> None:
+    """List every profiled interval with its metadata and source path."""
+    table = Profiles(store).list_profile_stats(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
+    _emit(table, fmt, output)
+
+
+# -- fetch ------------------------------------------------------------------------------------------
+@cli.group()
+def fetch() -> None:
+    """Answer one of smdebug's fetch methods from the store."""
+
+
+def fetch_options(f: Callable) -> Callable:
+    f = click.option("--prof", metavar="FILE", help="cProfile: also write the aggregate as a .prof file (pstats, snakeviz, tuna).")(f)
+    f = click.option("--sort", type=click.Choice(SORT_KEYS), default="cumtime", show_default=True, help="Order rows by.")(f)
+    f = click.option("--top", type=click.IntRange(min=1), help="Keep the top N functions (per group); default all.")(f)
+    f = click.option("--per-node", is_flag=True, help="Keep node_id as a group key instead of adding nodes up.")(f)
+    f = output_options(f)
+    f = scope_options(f)
+    return store_option(f)
+
+
+def _run_fetch(method: str, options: dict[str, Any], **arguments: Any) -> None:
+    profiles = Profiles(options.pop("store"))
+    fmt, output, prof = options.pop("fmt"), options.pop("output"), options.pop("prof")
+    result = profiles.fetch(method, **options, **arguments)
+    if result.empty:
+        _say(f"no {result.profiler} intervals matched {method.replace('_', '-')}")
+    elif method == "by_job_phase" and "training_loop" not in {g[-1] for g in result.groups()}:
+        _say("job phase training_loop: no intervals")
+    if prof:
+        _write_prof(result, prof)
+    _emit(result.table, fmt, output)
+
+
+def _write_prof(result: FetchResult, path: str) -> None:
+    if result.profiler != "cprofile":
+        raise ProflakeError("--prof needs cProfile data; this result is pyinstrument")
+    if result.group_by:
+        raise ProflakeError("--prof writes one aggregate; use it with a fetch that does not group (no --per-node, not by-*-phase)")
+    result.write_prof(path)
+    _say(f"wrote {path}")
+
+
+@fetch.command("by-time")
+@click.argument("start", type=float)
+@click.argument("end", type=float)
+@fetch_options
+def by_time(start: float, end: float, **options: Any) -> None:
+    """Intervals overlapping [START, END] (seconds since the epoch), including one containing the window."""
+    _run_fetch("by_time", options, start_time_s=start, end_time_s=end)
+
+
+@fetch.command("by-step")
+@click.argument("start_step")
+@click.argument("end_step", required=False)
+@click.option("--mode", default="train", show_default=True, help="Mode of both ends (train, eval, ... or TRAIN, EVAL, ...).")
+@click.option("--start-phase", default="stepstart", show_default=True, help="Phase of the start step.")
+@click.option("--end-phase", default="stepend", show_default=True, help="Phase of the end step.")
+@fetch_options
+def by_step(start_step: str, end_step: str | None, mode: str, start_phase: str, end_phase: str, **options: Any) -> None:
+    """Intervals in steps START_STEP..END_STEP (default START_STEP) of one mode; '*' as END_STEP = to the end."""
+    _run_fetch(
+        "by_step", options, start_step=start_step, end_step=end_step, mode=mode, start_phase=start_phase, end_phase=end_phase
+    )
+
+
+@fetch.command("between-modes")
+@click.argument("start_mode")
+@click.argument("end_mode")
+@fetch_options
+def between_modes(start_mode: str, end_mode: str, **options: Any) -> None:
+    """Intervals that start in START_MODE and end in END_MODE (e.g. train eval)."""
+    _run_fetch("between_modes", options, start_mode=start_mode, end_mode=end_mode)
+
+
+@fetch.command("pre-step-zero")
+@fetch_options
+def pre_step_zero(**options: Any) -> None:
+    """Intervals profiled from the start of the job until step 0."""
+    _run_fetch("pre_step_zero", options)
+
+
+@fetch.command("post-hook-close")
+@fetch_options
+def post_hook_close(**options: Any) -> None:
+    """Intervals profiled after the hook closed, to the end of the job."""
+    _run_fetch("post_hook_close", options)
+
+
+@fetch.command("by-training-phase")
+@fetch_options
+def by_training_phase(**options: Any) -> None:
+    """Functions aggregated per (start_mode, end_mode) pair present."""
+    _run_fetch("by_training_phase", options)
+
+
+@fetch.command("by-job-phase")
+@fetch_options
+def by_job_phase(**options: Any) -> None:
+    """Functions aggregated per job phase: initialization, training_loop, finalization, whole_job."""
+    _run_fetch("by_job_phase", options)
+
+
+assert {c.replace("-", "_") for c in fetch.commands} == set(FETCH_METHODS)
+
+
+# -- sql --------------------------------------------------------------------------------------------
+@cli.command()
+@click.argument("query")
+@store_option
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Bind $NAME to VALUE (repeatable).")
+@output_options
+def sql(query: str, store: str | None, params: tuple[str, ...], fmt: str, output: str | None) -> None:
+    """Run QUERY (SQL text, a .sql file, or - for stdin) over the store's tables."""
+    text = _query_text(query)
+    bound: dict[str, Any] = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
+        bound[name.lstrip("$")] = value
+    _emit(Profiles(store).sql(text, bound), fmt, output)
+
+
+def _query_text(query: str) -> str:
+    if query == "-":
+        return sys.stdin.read()
+    if query.endswith(".sql"):
+        try:
+            return Path(query).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ProflakeError(f"cannot read query file {query!r}: {e.strerror}") from e
+    return query
+
+
+# -- demo -------------------------------------------------------------------------------------------
+@cli.command()
+@store_option
+@click.option(
+    "--out", default="./proflake-sample-job", show_default=True, metavar="DIR", help="Where to write the sample job's stats files."
+)
+def demo(store: str | None, out: str) -> None:
+    """Generate a sample training job's profiles, ingest them, and show a few fetch results."""
+    from etl.demo import run_demo
+
+    run_demo(Store(store), Path(out), stdout=lambda text: click.echo(text), stderr=_say)
+
+
+def main() -> None:
+    cli(prog_name="proflake")
+
+
+if __name__ == "__main__":
+    main()
