@@ -1,0 +1,270 @@
+"""Every fetch method of the native API against smdebug's rules and pstats.Stats.add over the same files."""
+
+from __future__ import annotations
+
+import math
+import pstats
+from pathlib import Path
+
+import pytest
+
+from conftest import LEGACY, SEMANTIC_INTERVALS, JobBuilder, assert_same_pstats, pstats_of
+from etl import Profiles, ingest
+from etl.errors import UnknownNameError, UsageError
+
+
+# -- an independent oracle: smdebug's selection rules over directory names, in plain Python ------------
+def _parse(name: str) -> dict:
+    start, end = name.split("_")
+    sm, ss, sp, st = start.split("-")
+    em, es, ep, et = end.split("-")
+    return {
+        "start_mode": sm,
+        "start_step": -1 if ss == "*" else int(ss),
+        "start_phase": sp,
+        "start_us": float(st),
+        "end_mode": em,
+        "end_step": math.inf if es == "*" else int(es),
+        "end_phase": ep,
+        "end_us": float(et),
+    }
+
+
+def in_step_interval(i: dict, start_step, end_step, start_phase, end_phase) -> bool:
+    if start_step < i["start_step"] and end_step > i["end_step"]:
+        return True
+    if start_step > i["start_step"] or end_step < i["end_step"]:
+        return False
+    if start_step == i["start_step"] and start_phase in ("stepend", "forwardpassend") and i["start_phase"] != start_phase:
+        return False
+    if end_step == i["end_step"] and end_phase == "stepstart" and i["end_phase"] != end_phase:
+        return False
+    return True
+
+
+def oracle(predicate, node: str | None = None) -> set[str]:
+    return {
+        label
+        for label, (n, name, _) in SEMANTIC_INTERVALS.items()
+        if (node is None or n == node) and predicate(_parse(name))
+    }
+
+
+@pytest.fixture
+def profiles(semantic_job, store_path) -> Profiles:
+    report = ingest(str(semantic_job["A"].parents[5]), str(store_path))
+    assert report.new_intervals == len(SEMANTIC_INTERVALS) and not report.failed
+    return Profiles(str(store_path))
+
+
+def labels_of(result, job_files: dict[str, Path]) -> set[str]:
+    by_path = {str(p): label for label, p in job_files.items()}
+    return {by_path[uri] for uri in result.intervals["source_uri"].to_pylist()}
+
+
+def check_against_pstats(result, job_files: dict[str, Path], expected_labels: set[str]) -> None:
+    assert labels_of(result, job_files) == expected_labels
+    assert_same_pstats(result.to_pstats().stats, pstats_of(job_files[label] for label in sorted(expected_labels)))
+
+
+# -- by step ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ({"start_step": 1}, {"C", "D"}),  # both halves of step 1, on default phases
+        ({"start_step": 1, "start_phase": "forwardpassend"}, {"D"}),  # boundary: start phase decides
+        ({"start_step": 1, "end_step": 1, "end_phase": "stepstart"}, set()),  # ends at stepstart: none do
+        ({"start_step": 1, "end_step": 2}, {"C", "D", "E", "F", "F2"}),  # the between-steps interval E too
+        ({"start_step": 0, "end_step": "*"}, {"B", "B2", "C", "D", "E", "F", "F2"}),
+        ({"start_step": 0, "mode": "eval"}, {"H"}),
+        ({"start_step": 0, "mode": "EVAL"}, {"H"}),
+        ({"start_step": 2, "end_step": 2}, {"F", "F2"}),
+    ],
+)
+def test_by_step_follows_smdebug_rule_and_sums_like_pstats(profiles, semantic_job, args, expected):
+    mode = args.get("mode", "train").lower()
+    end_step = args.get("end_step", args["start_step"])
+    oracle_labels = oracle(
+        lambda i: i["start_mode"] == mode
+        and i["end_mode"] == mode
+        and in_step_interval(
+            i,
+            args["start_step"],
+            math.inf if end_step == "*" else end_step,
+            args.get("start_phase", "stepstart"),
+            args.get("end_phase", "stepend"),
+        )
+    )
+    assert oracle_labels == expected  # the oracle itself agrees with the hand-worked answer
+    result = profiles.by_step(**args)
+    if expected:
+        check_against_pstats(result, semantic_job, expected)
+    else:
+        assert result.empty and result.table.num_rows == 0
+
+
+def test_by_step_on_one_node_and_any_node(profiles, semantic_job):
+    check_against_pstats(profiles.by_step(2, node="algo-2"), semantic_job, {"F2"})
+    # smdebug's "any" is the node of the earliest interval: A on algo-1 starts first.
+    check_against_pstats(profiles.by_step(2, node="any"), semantic_job, {"F"})
+
+
+def test_by_step_per_node_keeps_nodes_apart(profiles, semantic_job):
+    result = profiles.by_step(2, per_node=True)
+    assert result.groups() == [("algo-1",), ("algo-2",)]
+    assert_same_pstats(result.to_pstats(("algo-1",)).stats, pstats_of([semantic_job["F"]]))
+    assert_same_pstats(result.to_pstats(("algo-2",)).stats, pstats_of([semantic_job["F2"]]))
+
+
+# -- by time ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "window_us, expected",
+    [
+        ((3200, 3300), {"C"}),  # strictly inside C: smdebug misses this containment case
+        ((3500, 3500), {"C", "D"}),  # a boundary instant belongs to both neighbours (inclusive bounds)
+        ((2000, 2949), {"A", "B", "B2"}),
+        ((8001, 9000), set()),
+        ((0, 10_000), set(SEMANTIC_INTERVALS)),
+    ],
+)
+def test_by_time_includes_overlap_and_containment(profiles, semantic_job, window_us, expected):
+    lo, hi = window_us
+    assert oracle(lambda i: i["start_us"] <= hi and i["end_us"] >= lo) == expected
+    result = profiles.by_time(lo / 1e6, hi / 1e6)
+    if expected:
+        check_against_pstats(result, semantic_job, expected)
+    else:
+        assert result.empty
+
+
+def test_by_time_rejects_a_reversed_window(profiles):
+    with pytest.raises(UsageError, match="ends"):
+        profiles.by_time(2.0, 1.0)
+
+
+# -- between modes, pre-step-zero, post-hook-close -------------------------------------------------
+def test_between_modes(profiles, semantic_job):
+    check_against_pstats(profiles.between_modes("train", "eval"), semantic_job, {"G"})
+    check_against_pstats(profiles.between_modes("PRE_STEP_ZERO", "TRAIN"), semantic_job, {"A"})
+    check_against_pstats(profiles.between_modes("prestepzero", "posthookclose"), semantic_job, {"I"})
+    assert profiles.between_modes("eval", "train").empty
+
+
+def test_pre_step_zero_and_post_hook_close(profiles, semantic_job):
+    check_against_pstats(profiles.pre_step_zero(), semantic_job, {"A"})
+    check_against_pstats(profiles.post_hook_close(), semantic_job, {"I"})
+
+
+# -- roll-ups --------------------------------------------------------------------------------------
+def test_by_training_phase_aggregates_every_mode_pair(profiles, semantic_job):
+    result = profiles.by_training_phase()
+    pairs = {}
+    for label, (_, name, _) in SEMANTIC_INTERVALS.items():
+        i = _parse(name)
+        pairs.setdefault((i["start_mode"], i["end_mode"]), set()).add(label)
+    # Groups come in smdebug's enum order.
+    assert result.groups() == [
+        ("train", "train"),
+        ("train", "eval"),
+        ("eval", "eval"),
+        ("prestepzero", "train"),
+        ("prestepzero", "posthookclose"),
+    ]
+    for group, labels in pairs.items():
+        assert_same_pstats(result.to_pstats(group).stats, pstats_of(semantic_job[x] for x in sorted(labels)))
+
+
+def test_by_job_phase_fixes_smdebugs_two_bugs(profiles, semantic_job):
+    result = profiles.by_job_phase()
+    assert result.groups() == [("initialization",), ("training_loop",), ("finalization",)]
+    # Bug 1: smdebug kept only the last mode pair's stats for the training loop; all of them count here.
+    training = {"B", "C", "D", "E", "F", "G", "H", "B2", "F2"}
+    assert_same_pstats(result.to_pstats(("training_loop",)).stats, pstats_of(semantic_job[x] for x in sorted(training)))
+    # Bug 2: the post-hook-close interval starts in mode prestepzero; it is finalization, not initialization.
+    assert_same_pstats(result.to_pstats(("initialization",)).stats, pstats_of([semantic_job["A"]]))
+    assert_same_pstats(result.to_pstats(("finalization",)).stats, pstats_of([semantic_job["I"]]))
+
+
+def test_whole_job_interval_gets_its_own_phase(tmp_path, store_path):
+    job = JobBuilder(tmp_path / "whole")
+    whole = job.cprofile("algo-1", "prestepzero-*-start-100_posthookclose-*-end-900", "b")
+    ingest(str(tmp_path / "whole"), str(store_path))
+    result = Profiles(str(store_path)).by_job_phase()
+    assert result.groups() == [("whole_job",)]
+    assert_same_pstats(result.to_pstats(("whole_job",)).stats, pstats_of([whole]))
+
+
+def test_top_and_sort_keep_the_best_rows_per_group(profiles):
+    full = profiles.by_job_phase(sort="tottime")
+    top = profiles.by_job_phase(sort="tottime", top=2)
+    for (phase,) in full.groups():
+        expected = full.rows((phase,)).sort_by([("tottime", "descending")])["tottime"].to_pylist()[:2]
+        assert top.rows((phase,))["tottime"].to_pylist() == expected
+    calls = profiles.by_step(1, sort="ncalls").table
+    assert calls["total_calls"].to_pylist() == sorted(calls["total_calls"].to_pylist(), reverse=True)
+
+
+# -- listings --------------------------------------------------------------------------------------
+def test_list_and_nodes(profiles, semantic_job):
+    listing = profiles.list_profile_stats()
+    assert listing.num_rows == len(SEMANTIC_INTERVALS)
+    starts = listing["start_time_us"].to_pylist()
+    assert starts == sorted(starts)
+    assert set(listing["source_uri"].to_pylist()) == {str(p) for p in semantic_job.values()}
+    assert profiles.nodes() == ["algo-1", "algo-2"]
+    assert profiles.list_profile_stats(node="algo-2").num_rows == 2
+
+
+def test_star_steps_are_stored_as_minus_one_and_null(profiles):
+    rows = {r["start_time_us"]: r for r in profiles.list_profile_stats().to_pylist()}
+    assert rows[7000.0]["start_step"] == -1 and rows[7000.0]["end_step"] is None
+    assert rows[1000.0]["start_step"] == -1 and rows[1000.0]["end_step"] == 0
+
+
+# -- names, jobs, nodes ----------------------------------------------------------------------------
+def test_unknown_names_list_the_valid_ones(profiles):
+    with pytest.raises(UnknownNameError, match="unknown mode 'trian'; expected one of: train, eval, predict"):
+        profiles.by_step(1, mode="trian")
+    with pytest.raises(UnknownNameError, match="unknown phase 'middle'; expected one of: start, stepstart"):
+        profiles.by_step(1, start_phase="middle")
+    with pytest.raises(UnknownNameError, match="unknown node 'algo-9'; expected one of: algo-1, algo-2"):
+        profiles.by_step(1, node="algo-9")
+    with pytest.raises(UnknownNameError, match="unknown profiler"):
+        profiles.by_step(1, profiler="yappi")
+
+
+def test_several_jobs_need_a_job_or_all_jobs(tmp_path, store_path):
+    for name, workload in (("job-a", "a"), ("job-b", "b")):
+        JobBuilder(tmp_path / "jobs" / name).cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", workload)
+    report = ingest(str(tmp_path / "jobs"), str(store_path))
+    assert report.new_intervals == 2
+    profiles = Profiles(str(store_path))
+    assert profiles.job_ids() == ["job-a", "job-b"]
+    with pytest.raises(UsageError, match=r"the store holds 2 jobs \(job-a, job-b\); pass --job ID"):
+        profiles.by_step(0)
+    a = profiles.by_step(0, job="job-a")
+    assert_same_pstats(a.to_pstats().stats, pstats_of(sorted((tmp_path / "jobs" / "job-a").rglob("python_stats"))))
+    both = profiles.by_step(0, all_jobs=True)
+    assert_same_pstats(both.to_pstats().stats, pstats_of(sorted((tmp_path / "jobs").rglob("python_stats"))))
+    with pytest.raises(UnknownNameError, match="unknown job 'job-c'"):
+        profiles.by_step(0, job="job-c")
+
+
+# -- real files ------------------------------------------------------------------------------------
+def test_legacy_tensorflow_files_answer_like_pstats(store_path):
+    ingest(str(LEGACY), str(store_path))
+    profiles = Profiles(str(store_path))
+    files = {int(p.parent.name.rsplit("_", 1)[1]): p for p in LEGACY.rglob("python_stats")}
+    assert_same_pstats(profiles.by_step(2).to_pstats().stats, pstats_of([files[2]]))
+    assert_same_pstats(profiles.by_step(2, 3).to_pstats().stats, pstats_of([files[2], files[3]]))
+    assert_same_pstats(profiles.pre_step_zero().to_pstats().stats, pstats_of([files[-1]]))
+    phases = profiles.by_job_phase()
+    assert phases.groups() == [("initialization",), ("training_loop",)]
+    assert_same_pstats(phases.to_pstats(("training_loop",)).stats, pstats_of([files[2], files[3]]))
+    assert profiles.nodes() == ["151-algo-1"]
+
+
+def test_prof_file_opens_in_pstats(profiles, semantic_job, tmp_path):
+    out = tmp_path / "step1.prof"
+    profiles.by_step(1).write_prof(str(out))
+    assert_same_pstats(pstats.Stats(str(out)).stats, pstats_of([semantic_job["C"], semantic_job["D"]]))
