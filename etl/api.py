@@ -66,6 +66,7 @@ class FetchResult:
     _profiles: Profiles = field(repr=False)
     _selection_params: dict[str, Any] = field(repr=False)
     _callers: pa.Table | None = field(default=None, repr=False)
+    _all_functions: pa.Table | None = field(default=None, repr=False)
 
     @property
     def empty(self) -> bool:
@@ -103,12 +104,21 @@ class FetchResult:
                 (e["caller_filename"], e["caller_lineno"], e["caller_function_name"])
             ] = (e["total_calls"], e["primitive_calls"], e["tottime"], e["cumtime"])
         stats = pstats.Stats()
-        for r in self.rows(group).to_pylist():
+        for r in _filter_group(self._every_function(), self.group_by, group).to_pylist():
             key = (r["filename"], r["lineno"], r["function_name"])
             stats.stats[key] = (r["primitive_calls"], r["total_calls"], r["tottime"], r["cumtime"], callers.get(key, {}))
         stats.files = sorted(set(self.intervals["source_uri"].to_pylist()))
         stats.get_top_level_stats()
         return stats
+
+    def _every_function(self) -> pa.Table:
+        """The roll-up without --top: a pstats.Stats or .prof file always holds every function."""
+        if self._selection_params["top"] is None:
+            return self.table
+        if self._all_functions is None:
+            params = {**self._selection_params, "top": None}
+            self._all_functions = self._profiles._rollup(self.method, "rollup_cprofile", params)
+        return self._all_functions
 
     def write_prof(self, path: str, group: tuple = ()) -> None:
         """Write the aggregate as a .prof file that pstats, snakeviz and tuna open."""
