@@ -1,8 +1,16 @@
 """Ingest: list a source, parse every new or changed stats file, append the rows to the store as one batch.
 
-Data flows one way: source -> layout -> reader -> Arrow -> store. Facts are flushed in chunks so memory
-stays bounded; the batch's intervals are committed last, in one commit, which is the moment the whole
-batch becomes visible (see etl/store.py).
+Data flows one way: source -> layout -> reader -> Arrow -> store. One run is one batch:
+
+1. take the store's writer lock (etl/lock.py) and repair what a killed run left (``repair``);
+2. record the batch as 'started' in ``batches``;
+3. read and parse new or changed files (bounded parallel reads), appending facts in bounded chunks;
+4. commit the batch's intervals, replacing older versions of changed files, in ONE Delta commit —
+   the moment the whole batch becomes visible (etl/store.py);
+5. delete the facts of the intervals it replaced, and record the batch as 'committed'.
+
+A run killed anywhere leaves the store readable and consistent; the next run's repair removes what
+the killed run wrote but never committed, or finishes the clean-up of one that had committed.
 """
 
 from __future__ import annotations
@@ -10,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -19,14 +29,18 @@ import pyarrow as pa
 
 from etl.errors import LayoutError, ParseError, ProflakeError
 from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, parse_stats_path
+from etl.lock import StoreLock
 from etl.readers.cprofile import read_cprofile
 from etl.readers.pyinstrument import read_pyinstrument
+from etl.s3 import S3Config
 from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
 from etl.sources.base import Source, SourceObject, open_source
-from etl.store import FACT_TABLES, Store
+from etl.store import FACT_TABLES, Store, raw_view, sql_string
 
 # Fact rows held in memory before they are appended; bounds memory however large the corpus.
 FLUSH_ROWS = 400_000
+# Objects being read at once; bounds memory to about this many stats files.
+READ_AHEAD = 32
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,7 @@ class IngestReport:
     batch_id: str
     source: str
     store: str
+    full_refresh: bool = False
     files_seen: int = 0
     intervals_seen: int = 0
     new_intervals: int = 0
@@ -48,6 +63,7 @@ class IngestReport:
     unchanged: int = 0
     unrecognised: list[str] = field(default_factory=list)
     failed: list[FailedFile] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     bytes_read: int = 0
     seconds: float = 0.0
@@ -57,12 +73,21 @@ class IngestReport:
         """Some stats files could not be ingested (files that fit no layout do not count)."""
         return bool(self.failed)
 
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
     def summary(self) -> str:
-        rows = sum(self.rows.values())
+        if self.files_seen and not self.new_intervals and not self.failed and not self.replaced_intervals:
+            head = f"nothing new: {self.unchanged} stats file(s) already ingested"
+        else:
+            head = (
+                f"ingested {self.new_intervals} new interval(s) ({self.replaced_intervals} replacing changed files), "
+                f"{self.unchanged} unchanged, {len(self.failed)} failed"
+            )
         return (
-            f"ingested {self.new_intervals} new interval(s) ({self.replaced_intervals} replacing changed files), "
-            f"{self.unchanged} unchanged, {len(self.failed)} failed, {len(self.unrecognised)} file(s) fit no layout; "
-            f"{rows} rows, {self.bytes_read} bytes read in {self.seconds:.2f} s"
+            f"{head}; {self.files_seen} file(s) seen, {len(self.unrecognised)} fit no layout; "
+            f"{self.total_rows} rows, {self.bytes_read} bytes read in {self.seconds:.2f} s"
         )
 
     def to_dict(self) -> dict:
@@ -70,6 +95,7 @@ class IngestReport:
             "batch_id": self.batch_id,
             "source": self.source,
             "store": self.store,
+            "full_refresh": self.full_refresh,
             "files_seen": self.files_seen,
             "intervals_seen": self.intervals_seen,
             "new_intervals": self.new_intervals,
@@ -77,10 +103,25 @@ class IngestReport:
             "unchanged": self.unchanged,
             "failed": [f.__dict__ for f in self.failed],
             "unrecognised": self.unrecognised,
+            "repaired_batches": self.repaired,
             "rows": self.rows,
             "bytes_read": self.bytes_read,
             "seconds": round(self.seconds, 3),
         }
+
+
+class Progress:
+    """What ingest reports while it runs; the CLI draws a bar or logs lines, the library stays quiet."""
+
+    def listing(self, files: int) -> None: ...
+
+    def reading(self, total_files: int, total_bytes: int) -> None: ...
+
+    def advance(self, files: int, nbytes: int) -> None: ...
+
+    def writing(self, what: str) -> None: ...
+
+    def done(self) -> None: ...
 
 
 @dataclass
@@ -112,59 +153,151 @@ def ingest(
     store: Store | str | None = None,
     *,
     job_id: str | None = None,
+    full_refresh: bool = False,
+    s3: S3Config | None = None,
+    wait: float = 0.0,
     log: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> IngestReport:
     """Ingest every new or changed stats file under ``source`` into ``store``; never raises for a bad file."""
     started = time.perf_counter()
-    src = open_source(source) if isinstance(source, str) else source
-    st = store if isinstance(store, Store) else Store(store)
+    s3 = s3 or S3Config.from_env()
+    st = store if isinstance(store, Store) else Store(store, s3=s3)
+    src = open_source(source, s3) if isinstance(source, str) else source
     now = datetime.now(timezone.utc)
-    report = IngestReport(batch_id=new_batch_id(now), source=src.uri, store=st.location)
+    report = IngestReport(batch_id=new_batch_id(now), source=src.uri, store=st.location, full_refresh=full_refresh)
     say = log or (lambda message: None)
+    bar = progress or Progress()
 
-    candidates = _discover(src, report)
     st.create()
-    known = st.ingested_versions()
-    writer = _BatchWriter(st, report.batch_id)
-    replaced: list[str] = []
-    for candidate in candidates:
-        if candidate.stats is None:
-            report.unrecognised.append(candidate.html.uri)  # type: ignore[union-attr]
-            continue
-        obj = candidate.stats
-        previous = known.get(obj.uri)
-        if previous is not None and previous[1:] == (obj.size, obj.version):
-            report.unchanged += 1
-            continue
-        try:
-            data = src.read(obj)
-            report.bytes_read += len(data)
-            row, facts = _parse(candidate, data, src, job_id, report.batch_id, now)
-        except ParseError as e:
-            report.failed.append(FailedFile(obj.uri, e.kind, str(e)))
-            say(f"failed: {obj.uri}: {e}")
-            continue
-        except ProflakeError as e:
-            report.failed.append(FailedFile(obj.uri, "read", str(e)))
-            say(f"failed: {obj.uri}: {e}")
-            continue
-        writer.add(row, facts)
-        if previous is not None:
-            replaced.append(previous[0])
-    writer.commit()
-    if replaced:
-        st.delete_intervals(replaced)
-    report.new_intervals = writer.interval_count
-    report.replaced_intervals = len(replaced)
-    report.rows = writer.rows
-    report.seconds = time.perf_counter() - started
+    with StoreLock(st, wait=wait, purpose="proflake ingest"):
+        report.repaired = repair(st, log=say)
+        candidates = _discover(src, report, bar)
+        known = {} if full_refresh else st.ingested_versions()
+        todo: list[_Candidate] = []
+        replaced: dict[str, str] = {}  # source_uri -> interval_id of the version being replaced
+        for candidate in candidates:
+            if candidate.stats is None:
+                report.unrecognised.append(candidate.html.uri)  # type: ignore[union-attr]
+                continue
+            previous = known.get(candidate.stats.uri)
+            if previous is not None and previous[1:] == (candidate.stats.size, candidate.stats.version):
+                report.unchanged += 1
+                continue
+            if previous is not None:
+                replaced[candidate.stats.uri] = previous[0]
+            todo.append(candidate)
+
+        if not todo and not full_refresh:
+            report.seconds = time.perf_counter() - started
+            _record(st, report, "committed", datetime.now(timezone.utc))  # a run that found nothing new
+            bar.done()
+            return report
+
+        _record(st, report, "started", now)
+        writer = _BatchWriter(st, report.batch_id)
+        bar.reading(len(todo), sum(c.stats.size for c in todo))  # type: ignore[union-attr]
+        for candidate, data in _read_ahead(src, todo):
+            obj = candidate.stats
+            assert obj is not None
+            try:
+                if isinstance(data, BaseException):
+                    raise data
+                report.bytes_read += len(data)
+                row, facts = _parse(candidate, data, src, job_id, report.batch_id, now)
+            except ParseError as e:
+                report.failed.append(FailedFile(obj.uri, e.kind, str(e)))
+                say(f"failed: {obj.uri}: {e}")
+                replaced.pop(obj.uri, None)
+            except ProflakeError as e:
+                report.failed.append(FailedFile(obj.uri, "read", str(e)))
+                say(f"failed: {obj.uri}: {e}")
+                replaced.pop(obj.uri, None)
+            else:
+                writer.add(row, facts)
+            bar.advance(1, obj.size)
+
+        bar.writing("committing")
+        writer.flush()
+        st.commit_intervals(writer.interval_table(), report.batch_id, sorted(replaced), full_refresh)
+        report.rows = writer.rows
+        report.new_intervals = writer.interval_count
+        report.replaced_intervals = len(replaced)
+        # The batch is visible now. What follows only removes rows no view shows any more.
+        if full_refresh:
+            for name in FACT_TABLES:
+                st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
+        elif replaced:
+            st.delete_rows_of("interval_id", sorted(replaced.values()))
+        report.seconds = time.perf_counter() - started
+        _record(st, report, "committed", datetime.now(timezone.utc))
+    bar.done()
     return report
 
 
-def _discover(src: Source, report: IngestReport) -> list[_Candidate]:
+def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
+    """Finish or undo batches a killed run left behind; returns their ids. Call with the lock held."""
+    say = log or (lambda message: None)
+    con = store.connect()
+    unfinished = [
+        row[0]
+        for row in con.sql(
+            "SELECT batch_id FROM batches GROUP BY batch_id "
+            "HAVING bool_or(event = 'started') AND NOT bool_or(event IN ('committed', 'abandoned', 'repaired')) "
+            "ORDER BY batch_id"
+        ).fetchall()
+    ]
+    if not unfinished:
+        return []
+    committed = {row[0] for row in con.sql("SELECT DISTINCT batch_id FROM intervals").fetchall()}
+    now = datetime.now(timezone.utc)
+    abandoned = [b for b in unfinished if b not in committed]
+    if abandoned:
+        store.delete_rows_of("batch_id", abandoned)
+    if any(b in committed for b in unfinished):
+        # Intervals committed, clean-up maybe not: drop facts whose interval is no longer live.
+        orphans = sorted(
+            {
+                row[0]
+                for name in FACT_TABLES
+                for row in con.sql(
+                    f"SELECT DISTINCT interval_id FROM {raw_view(name)} "
+                    "WHERE interval_id NOT IN (SELECT interval_id FROM intervals)"
+                ).fetchall()
+            }
+        )
+        if orphans:
+            store.delete_rows_of("interval_id", orphans)
+    con.close()
+    events = [{"batch_id": b, "event": "repaired" if b in committed else "abandoned", "at": now} for b in unfinished]
+    store.append("batches", pa.Table.from_pylist(events, schema=arrow_schema("batches")), "repair")
+    for event in events:
+        say(f"repaired an interrupted run: batch {event['batch_id']} {event['event']}")
+    return unfinished
+
+
+def _record(store: Store, report: IngestReport, event: str, at: datetime) -> None:
+    row = {"batch_id": report.batch_id, "event": event, "at": at, "source": report.source, "full_refresh": report.full_refresh}
+    if event == "committed":
+        row.update(
+            files_seen=report.files_seen,
+            new_intervals=report.new_intervals,
+            replaced_intervals=report.replaced_intervals,
+            unchanged=report.unchanged,
+            failed=len(report.failed),
+            rows=report.total_rows,
+            bytes_read=report.bytes_read,
+            seconds=report.seconds,
+        )
+    store.append("batches", pa.Table.from_pylist([row], schema=arrow_schema("batches")), report.batch_id)
+
+
+def _discover(src: Source, report: IngestReport, bar: Progress) -> list[_Candidate]:
     by_interval: dict[tuple[str, ...], _Candidate] = {}
     for obj in src.list():
         report.files_seen += 1
+        if report.files_seen % 1000 == 0:
+            bar.listing(report.files_seen)
         try:
             path = parse_stats_path(obj.parts)
         except LayoutError as e:
@@ -180,8 +313,28 @@ def _discover(src: Source, report: IngestReport) -> list[_Candidate]:
         else:
             candidate.stats = obj
             candidate.path = path
+    bar.listing(report.files_seen)
     report.intervals_seen = sum(1 for c in by_interval.values() if c.stats is not None)
     return sorted(by_interval.values(), key=lambda c: (c.path.node_id, c.path.start_time_us))
+
+
+def _read_ahead(src: Source, candidates: Iterable[_Candidate]) -> Iterator[tuple[_Candidate, bytes | BaseException]]:
+    """Read objects on a small thread pool, in order, with at most READ_AHEAD in flight (bounded memory)."""
+    pending: deque[tuple[_Candidate, Future]] = deque()
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="proflake-read") as pool:
+        for candidate in candidates:
+            pending.append((candidate, pool.submit(src.read, candidate.stats)))
+            if len(pending) >= READ_AHEAD:
+                yield _settle(*pending.popleft())
+        while pending:
+            yield _settle(*pending.popleft())
+
+
+def _settle(candidate: _Candidate, future: Future) -> tuple[_Candidate, bytes | BaseException]:
+    try:
+        return candidate, future.result()
+    except ProflakeError as e:
+        return candidate, e
 
 
 def _timestamp(us: float) -> datetime:
@@ -249,7 +402,7 @@ def _parse(
 
 
 class _BatchWriter:
-    """Buffers parsed intervals; appends facts in bounded chunks and all intervals in one final commit."""
+    """Buffers parsed intervals; appends facts in bounded chunks; the intervals are committed by the caller."""
 
     def __init__(self, store: Store, batch_id: str) -> None:
         self.store = store
@@ -283,12 +436,9 @@ class _BatchWriter:
             parts.clear()
         self.pending_rows = 0
 
-    def commit(self) -> None:
-        self.flush()
-        if self.intervals:
-            table = pa.Table.from_pylist(self.intervals, schema=arrow_schema("intervals"))
-            self.store.append("intervals", table, self.batch_id)
-            self.rows["intervals"] = table.num_rows
+    def interval_table(self) -> pa.Table:
+        self.rows["intervals"] = len(self.intervals)
+        return pa.Table.from_pylist(self.intervals, schema=arrow_schema("intervals"))
 
     def _with_interval_keys(self, name: str, parts: list[tuple[int, pa.Table]]) -> pa.Table:
         facts = pa.concat_tables([table for _, table in parts])

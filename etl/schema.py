@@ -14,6 +14,9 @@ import pyarrow as pa
 from etl.resources import resource_dir
 
 TABLE_NAMES: tuple[str, ...] = ("intervals", "function_stats", "function_callers", "pyinstrument_frames")
+# Ingest bookkeeping, stored beside the data tables.
+BOOKKEEPING_TABLES: tuple[str, ...] = ("batches",)
+ALL_TABLES: tuple[str, ...] = TABLE_NAMES + BOOKKEEPING_TABLES
 
 # Types are the ones every Delta reader (Spark, Trino, Athena, DuckDB) maps without loss.
 _TYPES: dict[str, pa.DataType] = {

@@ -1,25 +1,26 @@
-"""The store: one Delta Lake table per schema under one folder, and DuckDB views over their live files.
+"""The store: one Delta Lake table per schema under one location (a folder or s3://bucket/prefix),
+and DuckDB views over their live data.
 
 Visibility rule. A batch appends its facts (function_stats, function_callers, pyinstrument_frames)
-first and its intervals last, in a single commit. Every fetch starts from intervals, so a batch is
-visible entirely or not at all. For ad hoc SQL over the fact tables, files are kept out of the views
-unless every batch they hold has committed its intervals: Delta's per-file min/max statistics of
-batch_id tell that without reading the files.
+first, in chunks, and its intervals last, in a single commit that also removes the intervals it
+replaces. That commit is the moment the batch becomes visible: fetches start from ``intervals``, and
+the public fact views keep only rows whose interval is live. Rows a killed run left behind stay
+invisible until the next run removes them (etl/ingest.py, ``repair``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, WriterProperties, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from etl.errors import StoreError
-from etl.schema import TABLE_NAMES, arrow_schema, table_spec
+from etl.s3 import S3Config, is_s3, split_s3_uri
+from etl.schema import ALL_TABLES, arrow_schema, table_spec
 
 DEFAULT_STORE = "./proflake-store"
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
@@ -32,25 +33,56 @@ def default_store_location() -> str:
     return os.environ.get("PROFLAKE_STORE") or DEFAULT_STORE
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
+    """A SQL string literal; for values proflake itself produced (ids, paths from a listing)."""
     return "'" + value.replace("'", "''") + "'"
 
 
-class Store:
-    """A proflake store at a local folder."""
+def raw_view(name: str) -> str:
+    """The view over every live row of a fact table, committed or not (for joins that select intervals)."""
+    return f"_{name}_all"
 
-    def __init__(self, location: str | os.PathLike | None = None) -> None:
+
+class Store:
+    """A proflake store at a local folder or an S3 prefix."""
+
+    def __init__(self, location: str | os.PathLike | None = None, s3: S3Config | None = None) -> None:
         self.location = str(location if location is not None else default_store_location())
-        self.path = Path(self.location).expanduser().absolute()
+        self.is_remote = is_s3(self.location)
+        if self.is_remote:
+            split_s3_uri(self.location)
+            self.root = self.location.rstrip("/")
+            self.s3 = s3 or S3Config.from_env()
+        else:
+            self.root = str(Path(self.location).expanduser().absolute())
+            self.s3 = None
+        self._options: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         return f"Store({self.location!r})"
 
-    def table_uri(self, name: str) -> str:
-        return str(self.path / name)
+    @property
+    def storage_options(self) -> dict[str, str] | None:
+        if self.s3 is None:
+            return None
+        if self._options is None:
+            self._options = self.s3.storage_options()
+        return self._options
 
+    def table_uri(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    # -- existence ------------------------------------------------------------------------------
     def exists(self) -> bool:
-        return (self.path / "intervals" / "_delta_log").is_dir()
+        if not self.is_remote:
+            return (Path(self.root) / "intervals" / "_delta_log").is_dir()
+        try:
+            DeltaTable(self.table_uri("intervals"), storage_options=self.storage_options)
+            return True
+        except TableNotFoundError:
+            return False
+        except (DeltaError, OSError) as e:
+            raise StoreError(f"cannot open the store at {self.location!r}: {_first_line(e)}") from e
 
     def require(self) -> None:
         if not self.exists():
@@ -60,107 +92,151 @@ class Store:
 
     def create(self) -> None:
         """Create any missing table, empty, with its declared schema."""
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(f"cannot create the store folder {self.location!r}: {e.strerror}") from e
-        for name in TABLE_NAMES:
-            if not (self.path / name / "_delta_log").is_dir():
-                DeltaTable.create(self.table_uri(name), schema=arrow_schema(name), mode="ignore", name=name)
+        if not self.is_remote:
+            try:
+                Path(self.root).mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create the store folder {self.location!r}: {e.strerror}") from e
+        for name in ALL_TABLES:
+            try:
+                DeltaTable.create(
+                    self.table_uri(name),
+                    schema=arrow_schema(name),
+                    mode="ignore",
+                    name=name,
+                    storage_options=self.storage_options,
+                )
+            except (DeltaError, OSError) as e:
+                raise StoreError(f"cannot create table {name!r} in the store at {self.location!r}: {_first_line(e)}") from e
 
     def delta(self, name: str) -> DeltaTable:
         try:
-            return DeltaTable(self.table_uri(name))
+            return DeltaTable(self.table_uri(name), storage_options=self.storage_options)
         except TableNotFoundError as e:
             raise StoreError(
                 f"table {name!r} is missing from the store at {self.location!r}; re-run 'proflake ingest'"
             ) from e
 
+    # -- writing --------------------------------------------------------------------------------
+    def _prepare(self, name: str, rows: pa.Table) -> pa.Table:
+        spec = table_spec(name)
+        rows = rows.select(spec.column_names).cast(spec.arrow_schema)
+        if spec.sort_by and rows.num_rows > 1:
+            rows = rows.sort_by([(c, "ascending") for c in spec.sort_by])
+        return rows
+
     def append(self, name: str, rows: pa.Table, batch_id: str) -> None:
         """Append rows in one atomic Delta commit, sorted so row-group statistics prune node/time filters."""
         if rows.num_rows == 0:
             return
-        spec = table_spec(name)
-        rows = rows.select(spec.column_names).cast(spec.arrow_schema)
-        if spec.sort_by:
-            rows = rows.sort_by([(c, "ascending") for c in spec.sort_by])
         write_deltalake(
             self.table_uri(name),
-            rows,
+            self._prepare(name, rows),
             mode="append",
             writer_properties=_WRITER,
+            storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
 
-    def live_files(self, name: str, committed_batches: set[str] | None = None) -> list[str]:
-        """Files of the table's current version; for fact tables, only those of committed batches."""
-        table = self.delta(name)
-        if committed_batches is None:
-            return table.file_uris()
-        actions = pa.table(table.get_add_actions(flatten=True))
-        if actions.num_rows == 0:
-            return []
-        paths = actions["path"].to_pylist()
-        lows = actions["min.batch_id"].to_pylist() if "min.batch_id" in actions.column_names else [None] * len(paths)
-        highs = actions["max.batch_id"].to_pylist() if "max.batch_id" in actions.column_names else [None] * len(paths)
-        root = self.table_uri(name)
-        return [
-            os.path.join(root, path)
-            for path, low, high in zip(paths, lows, highs)
-            if low in committed_batches and high in committed_batches
-        ]
+    def commit_intervals(self, rows: pa.Table, batch_id: str, replaced_uris: list[str], full_refresh: bool) -> None:
+        """The batch's visibility point: in ONE commit, add its intervals and drop those they replace
+        (every interval, for a full refresh)."""
+        if full_refresh:
+            predicate = None
+        else:
+            # Delta's replaceWhere: rows matching the predicate are replaced by ``rows``, atomically.
+            # Every new row matches through its batch_id; old versions of changed files through their URI.
+            terms = [f"batch_id = {sql_string(batch_id)}"]
+            if replaced_uris:
+                terms.append("source_uri IN (" + ", ".join(sql_string(u) for u in replaced_uris) + ")")
+            predicate = " OR ".join(terms)
+        if rows.num_rows == 0 and predicate is not None and not replaced_uris:
+            return
+        write_deltalake(
+            self.table_uri("intervals"),
+            self._prepare("intervals", rows),
+            mode="overwrite",
+            predicate=predicate,
+            writer_properties=_WRITER,
+            storage_options=self.storage_options,
+            commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
+        )
 
-    def connect(self, connection: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection where each table is a view under its own name, over its live files."""
-        self.require()
-        con = connection or duckdb.connect()
-        interval_files = self.live_files("intervals")
-        _create_view(con, "intervals", interval_files)
-        committed = _committed_batches(con)
-        for name in FACT_TABLES:
-            _create_view(con, name, self.live_files(name, committed))
-        return con
+    def delete_where(self, name: str, predicate: str) -> None:
+        self.delta(name).delete(predicate)
 
-    def delete_intervals(self, interval_ids: list[str]) -> None:
-        """Remove intervals and their facts. Intervals go first: from then on the facts are unreachable."""
-        for start in range(0, len(interval_ids), 500):
-            # Ids are hex digests proflake generated, never user text.
-            predicate = "interval_id IN (" + ", ".join(_sql_string(i) for i in interval_ids[start : start + 500]) + ")"
-            for name in ("intervals", *FACT_TABLES):
-                self.delta(name).delete(predicate)
+    def delete_rows_of(self, column: str, values: list[str], tables: tuple[str, ...] = FACT_TABLES) -> None:
+        """Delete rows whose ``column`` is one of ``values`` (ids proflake generated), in bounded chunks."""
+        for start in range(0, len(values), 500):
+            predicate = f"{column} IN (" + ", ".join(sql_string(v) for v in values[start : start + 500]) + ")"
+            for name in tables:
+                self.delete_where(name, predicate)
 
     def delete_job(self, job_id: str) -> None:
         """Remove every row of one job (the demo replaces its sample job this way)."""
-        predicate = f"job_id = {_sql_string(job_id)}"
+        predicate = f"job_id = {sql_string(job_id)}"
         for name in ("intervals", *FACT_TABLES):
-            self.delta(name).delete(predicate)
+            self.delete_where(name, predicate)
+
+    # -- reading --------------------------------------------------------------------------------
+    def connect(self, connection: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection where each table is a view under its own name, over its live data.
+
+        Fact tables appear twice: ``function_stats`` holds only rows of live intervals (what ad hoc
+        SQL and BI tools see), ``_function_stats_all`` every row (fetches join it to their selection).
+        """
+        self.require()
+        con = connection or duckdb.connect()
+        for name in ALL_TABLES:
+            target = raw_view(name) if name in FACT_TABLES else name
+            self._create_view(con, target, name)
+        for name in FACT_TABLES:
+            con.execute(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {raw_view(name)} "
+                "WHERE interval_id IN (SELECT interval_id FROM intervals)"
+            )
+        con.execute(
+            "CREATE OR REPLACE VIEW manifest AS SELECT source_uri, source_size, source_version, html_uri, "
+            "interval_id, batch_id, ingested_at FROM intervals"
+        )
+        return con
+
+    def _create_view(self, con: duckdb.DuckDBPyConnection, view: str, table: str) -> None:
+        if self.is_remote:
+            # DuckDB's httpfs extension cannot be installed offline; pyarrow reads S3 and DuckDB pushes
+            # filters and projections into the registered dataset.
+            dataset = self.delta(table).to_pyarrow_dataset()
+            con.register(f"_{view}_dataset", dataset)
+            con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_dataset")
+            return
+        files = self.delta(table).file_uris()
+        if files:
+            # Paths come from the Delta log, not from the user; quoting keeps odd folder names valid SQL.
+            file_list = ", ".join(sql_string(f) for f in files)
+            con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_parquet([{file_list}])")
+        else:
+            empty = pa.table({f.name: pa.array([], f.type) for f in arrow_schema(table)})
+            con.register(f"_{view}_empty", empty)
+            con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_empty")
 
     def ingested_versions(self) -> dict[str, tuple[str, int, str]]:
-        """source_uri -> (interval_id, size, version) for every interval already in the store."""
+        """source_uri -> (interval_id, size, version) for every live interval."""
         if not self.exists():
             return {}
-        files = self.live_files("intervals")
-        if not files:
-            return {}
-        con = duckdb.connect()
-        rows = con.sql(
-            "SELECT source_uri, interval_id, source_size, source_version FROM read_parquet($files)",
-            params={"files": files},
-        ).fetchall()
-        return {uri: (iid, size, version) for uri, iid, size, version in rows}
+        table = self.delta("intervals").to_pyarrow_table(
+            columns=["source_uri", "interval_id", "source_size", "source_version"]
+        )
+        return {
+            uri: (iid, size, version)
+            for uri, iid, size, version in zip(
+                table["source_uri"].to_pylist(),
+                table["interval_id"].to_pylist(),
+                table["source_size"].to_pylist(),
+                table["source_version"].to_pylist(),
+            )
+        }
 
 
-def _committed_batches(con: duckdb.DuckDBPyConnection) -> set[str]:
-    return {row[0] for row in con.sql("SELECT DISTINCT batch_id FROM intervals").fetchall()}
-
-
-def _create_view(con: duckdb.DuckDBPyConnection, name: str, files: Iterable[str]) -> None:
-    files = list(files)
-    if files:
-        # The paths come from the Delta log, not from the user; quoting keeps odd folder names valid SQL.
-        file_list = ", ".join(_sql_string(f) for f in files)
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet([{file_list}])")
-    else:
-        empty = pa.table({f.name: pa.array([], f.type) for f in arrow_schema(name)})
-        con.register(f"_empty_{name}", empty)
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM _empty_{name}")
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,5 +1,7 @@
 -- call_tree: the pyinstrument call trees of the intervals in `selection`, merged: frames on the same call
 -- path (same functions from the root down) become one node, their times summed.
+-- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
+-- intervals, is what keeps rows of unfinished or replaced batches out.
 -- Parameters: $by_node, $by_modes, $by_job_phase (booleans, as in the roll-ups).
 -- Columns: node_id, start_mode, end_mode, job_phase, path_id, parent_path_id, depth, function, filename,
 --          lineno, function_name, time, self_time, await_time, frames, intervals.
@@ -20,7 +22,7 @@ SELECT
     sum(p.await_time) AS await_time,
     count(*) AS frames,
     count(DISTINCT p.interval_id) AS intervals
-FROM pyinstrument_frames AS p
+FROM _pyinstrument_frames_all AS p
 JOIN selection AS s USING (interval_id)
 GROUP BY ALL
 ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),

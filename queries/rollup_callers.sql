@@ -1,6 +1,8 @@
 -- rollup_callers: aggregate cProfile caller edges over the intervals in `selection` as pstats.add_callers
 -- does: per (callee, caller) pair, sum the edge's calls and times. Used to rebuild pstats.Stats objects
 -- (callers, print_callers, .prof files) and for call-graph questions.
+-- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
+-- intervals, is what keeps rows of unfinished or replaced batches out.
 -- Parameters: $by_node, $by_modes, $by_job_phase (booleans, as in rollup_cprofile).
 -- Columns: node_id, start_mode, end_mode, job_phase, filename, lineno, function_name, caller_filename,
 --          caller_lineno, caller_function_name, total_calls, primitive_calls, tottime, cumtime.
@@ -19,6 +21,6 @@ SELECT
     CAST(sum(c.primitive_calls) AS BIGINT) AS primitive_calls,
     sum(c.tottime) AS tottime,
     sum(c.cumtime) AS cumtime
-FROM function_callers AS c
+FROM _function_callers_all AS c
 JOIN selection AS s USING (interval_id)
 GROUP BY ALL

@@ -1,6 +1,8 @@
 -- rollup_cprofile: aggregate cProfile function_stats over the intervals in `selection` exactly as
 -- pstats.Stats.add does: per function key (filename, lineno, function_name), sum calls and times.
 -- `selection` is the result of one of the fetch queries, supplied by the caller as a CTE.
+-- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
+-- intervals, is what keeps rows of unfinished or replaced batches out.
 -- Parameters: $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
 --             $sort (cumtime | tottime | ncalls | pcalls), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase (NULL unless grouped by), function, filename, lineno,
@@ -21,7 +23,7 @@ FROM (
         sum(f.tottime) AS tottime,
         sum(f.cumtime) AS cumtime,
         count(DISTINCT f.interval_id) AS intervals
-    FROM function_stats AS f
+    FROM _function_stats_all AS f
     JOIN selection AS s USING (interval_id)
     GROUP BY ALL
 ) AS r

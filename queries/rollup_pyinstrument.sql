@@ -1,6 +1,8 @@
 -- rollup_pyinstrument: aggregate pyinstrument frames over the intervals in `selection` per function.
 -- self_time sums every frame's own time; total_time sums inclusive time only over a function's outermost
 -- frames on each call path (is_outermost), so recursion is counted once, as a sampling profiler sees it.
+-- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
+-- intervals, is what keeps rows of unfinished or replaced batches out.
 -- Parameters: $by_node, $by_modes, $by_job_phase, $sort (cumtime -> total_time, tottime -> self_time,
 --             ncalls/pcalls -> frames), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase, function, filename, lineno, function_name, class_name,
@@ -22,7 +24,7 @@ FROM (
         coalesce(sum(p.await_time) FILTER (WHERE p.is_outermost), 0) AS await_time,
         count(*) AS frames,
         count(DISTINCT p.interval_id) AS intervals
-    FROM pyinstrument_frames AS p
+    FROM _pyinstrument_frames_all AS p
     JOIN selection AS s USING (interval_id)
     GROUP BY ALL
 ) AS r

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from etl.s3 import S3Config, is_s3
+
 
 @dataclass(frozen=True)
 class SourceObject:
@@ -26,8 +28,12 @@ class Source(Protocol):
     def read(self, obj: SourceObject) -> bytes: ...
 
 
-def open_source(location: str) -> Source:
-    """A source for a local path (S3 URIs arrive with the S3 source)."""
+def open_source(location: str, s3: S3Config | None = None) -> Source:
+    """A source for a local path or an s3://bucket/prefix URI."""
+    if is_s3(location):
+        from etl.sources.s3 import S3Source
+
+        return S3Source(location, s3)
     from etl.sources.local import LocalSource
 
     return LocalSource(location)
