@@ -179,6 +179,10 @@ class Profiles:
     def jobs(self, profiler: str | None = None) -> pa.Table:
         return queries.run_named(self.connection(), "list_jobs", {"profiler": _profiler(profiler)})
 
+    def batches(self) -> pa.Table:
+        """Ingest runs, newest first (queries/list_batches.sql)."""
+        return queries.run_named(self.connection(), "list_batches", {})
+
     def job_ids(self) -> list[str]:
         return self.jobs()["job_id"].to_pylist()
 

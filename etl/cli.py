@@ -6,8 +6,10 @@ ProflakeError and ends as one line on stderr.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+import time
 from collections.abc import Callable
 from enum import IntEnum
 from pathlib import Path
@@ -18,7 +20,9 @@ import pyarrow as pa
 
 from etl.api import FETCH_METHODS, PROFILERS, SORT_KEYS, FetchResult, Profiles
 from etl.errors import ProflakeError
+from etl.ingest import Progress
 from etl.output import FORMATS, render
+from etl.s3 import S3Config
 from etl.store import Store, default_store_location
 
 
@@ -27,6 +31,7 @@ class ExitCode(IntEnum):
     FAILURE = 1  # nothing useful was done: bad store, bad source, bad query
     USAGE = 2  # the command line itself was wrong (click uses 2 as well)
     PARTIAL = 3  # ingest finished, but some stats files could not be ingested
+    BUSY = 4  # another ingest or compaction holds the store's writer lock
 
 
 def _say(message: str) -> None:
@@ -48,12 +53,28 @@ def _emit(table: pa.Table, fmt: str, output: str | None) -> None:
 
 # -- shared options ----------------------------------------------------------------------------------
 def store_option(f: Callable) -> Callable:
+    """--store, plus the S3 settings a store or source on S3 may need; hands the command a Store."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        s3 = S3Config.from_env(kwargs.pop("endpoint_url"), kwargs.pop("aws_profile"))
+        kwargs["store"] = Store(kwargs.pop("store"), s3=s3)
+        return f(*args, **kwargs)
+
+    wrapper = click.option(
+        "--aws-profile", metavar="NAME", help="AWS profile for s3:// stores and sources (default: the standard chain)."
+    )(wrapper)
+    wrapper = click.option(
+        "--endpoint-url",
+        metavar="URL",
+        help="S3 endpoint for MinIO and other S3-compatible servers (default: $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL).",
+    )(wrapper)
     return click.option(
         "--store",
         default=None,
-        metavar="PATH",
-        help=f"The store folder (default: $PROFLAKE_STORE or {default_store_location()!s}).",
-    )(f)
+        metavar="PATH|S3URI",
+        help=f"The store: a folder or s3://bucket/prefix (default: $PROFLAKE_STORE or {default_store_location()!s}).",
+    )(wrapper)
 
 
 def output_options(f: Callable) -> Callable:
@@ -102,12 +123,18 @@ def cli() -> None:
 @click.argument("source")
 @store_option
 @click.option("--job", metavar="ID", help="Job id for every interval (default: derived from the path above framework/).")
+@click.option("--full-refresh", is_flag=True, help="Rebuild the store from SOURCE instead of adding what is new.")
+@click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, help="Seconds to wait for another run's lock.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
-def ingest(source: str, store: str | None, job: str | None, as_json: bool) -> None:
-    """Ingest the stats files under SOURCE (a job folder, its framework/ folder, or any folder inside)."""
+def ingest(source: str, store: Store, job: str | None, full_refresh: bool, wait: float, as_json: bool) -> None:
+    """Ingest the stats files under SOURCE: a folder or s3://bucket/prefix holding a job's framework/ tree,
+    several jobs, or any folder inside one. Only new or changed files are read."""
     from etl.ingest import ingest as run_ingest
 
-    report = run_ingest(source, Store(store), job_id=job, log=_say)
+    report = run_ingest(
+        source, store, job_id=job, full_refresh=full_refresh, s3=store.s3 or S3Config.from_env(),
+        wait=wait, log=_say, progress=_progress(),
+    )
     for uri in report.unrecognised[:20]:
         _say(f"skipped (fits no smdebug layout): {uri}")
     if len(report.unrecognised) > 20:
@@ -119,12 +146,90 @@ def ingest(source: str, store: str | None, job: str | None, as_json: bool) -> No
         raise SystemExit(ExitCode.PARTIAL)
 
 
+class _TerminalProgress(Progress):
+    """A redrawn status line on a terminal; a plain log line every LOG_EVERY seconds otherwise."""
+
+    LOG_EVERY = 15.0
+
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+        self.total_files = self.total_bytes = self.files = self.nbytes = 0
+        self.started = self.last = time.monotonic()
+
+    def listing(self, files: int) -> None:
+        self._show(f"listing: {files} object(s)", force=False)
+
+    def reading(self, total_files: int, total_bytes: int) -> None:
+        self.total_files, self.total_bytes = total_files, total_bytes
+        self.started = time.monotonic()
+
+    def advance(self, files: int, nbytes: int) -> None:
+        self.files += files
+        self.nbytes += nbytes
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        rate = self.files / elapsed
+        eta = (self.total_files - self.files) / rate if rate else 0
+        width = 24
+        filled = int(width * self.files / self.total_files) if self.total_files else width
+        bar = "#" * filled + "-" * (width - filled) if self.tty else ""
+        self._show(
+            f"reading [{bar}] {self.files}/{self.total_files} files, {self.nbytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB, "
+            f"{rate:.0f} files/s, ETA {eta:.0f} s".replace("[] ", ""),
+            force=False,
+        )
+
+    def writing(self, what: str) -> None:
+        self._show(f"writing: {what}", force=True)
+
+    def done(self) -> None:
+        if self.tty:
+            click.echo("\r\033[K", err=True, nl=False)
+
+    def _show(self, text: str, force: bool) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if force or now - self.last >= 0.1:
+                click.echo(f"\r\033[K{text}", err=True, nl=False)
+                self.last = now
+        elif force or now - self.last >= self.LOG_EVERY:
+            _say(text)
+            self.last = now
+
+
+def _progress() -> Progress:
+    return _TerminalProgress(tty=sys.stderr.isatty())
+
+
+@cli.command()
+@store_option
+@click.option("--retention-hours", type=click.IntRange(min=0), default=168, show_default=True,
+              help="Vacuum only files unreferenced for longer than this (readers of older versions keep working).")
+@click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, help="Seconds to wait for another run's lock.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def compact(store: Store, retention_hours: int, wait: float, as_json: bool) -> None:
+    """Rewrite small files into large ones and vacuum old ones, without changing any query result."""
+    from etl.compact import compact as run_compact
+
+    report = run_compact(store, retention_hours=retention_hours, wait=wait)
+    _say(report.summary())
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1))
+
+
+@cli.command()
+@store_option
+@output_options
+def batches(store: Store, fmt: str, output: str | None) -> None:
+    """List ingest runs: time, files, rows, bytes, duration and status."""
+    _emit(Profiles(store).batches(), fmt, output)
+
+
 # -- listings ---------------------------------------------------------------------------------------
 @cli.command()
 @store_option
 @click.option("--profiler", type=click.Choice(PROFILERS), help="Only jobs with this profiler's data.")
 @output_options
-def jobs(store: str | None, profiler: str | None, fmt: str, output: str | None) -> None:
+def jobs(store: Store, profiler: str | None, fmt: str, output: str | None) -> None:
     """List the training jobs in the store."""
     _emit(Profiles(store).jobs(profiler), fmt, output)
 
@@ -133,7 +238,7 @@ def jobs(store: str | None, profiler: str | None, fmt: str, output: str | None) 
 @store_option
 @scope_options_without_node
 @output_options
-def nodes(store: str | None, job: str | None, all_jobs: bool, profiler: str | None, fmt: str, output: str | None) -> None:
+def nodes(store: Store, job: str | None, all_jobs: bool, profiler: str | None, fmt: str, output: str | None) -> None:
     """List the node ids that have profiling stats (sorted, distinct)."""
     ids = Profiles(store).nodes(job=job, all_jobs=all_jobs, profiler=profiler)
     _emit(pa.table({"node_id": pa.array(ids, pa.string())}), fmt, output)
@@ -144,7 +249,7 @@ def nodes(store: str | None, job: str | None, all_jobs: bool, profiler: str | No
 @scope_options
 @output_options
 def list_(
-    store: str | None, job: str | None, all_jobs: bool, node: str | None, profiler: str | None, fmt: str, output: str | None
+    store: Store, job: str | None, all_jobs: bool, node: str | None, profiler: str | None, fmt: str, output: str | None
 ) -> None:
     """List every profiled interval with its metadata and source path."""
     table = Profiles(store).list_profile_stats(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
@@ -258,7 +363,7 @@ assert {c.replace("-", "_") for c in fetch.commands} == set(FETCH_METHODS)
 @store_option
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Bind $NAME to VALUE (repeatable).")
 @output_options
-def sql(query: str, store: str | None, params: tuple[str, ...], fmt: str, output: str | None) -> None:
+def sql(query: str, store: Store, params: tuple[str, ...], fmt: str, output: str | None) -> None:
     """Run QUERY (SQL text, a .sql file, or - for stdin) over the store's tables."""
     text = _query_text(query)
     bound: dict[str, Any] = {}
@@ -287,11 +392,11 @@ def _query_text(query: str) -> str:
 @click.option(
     "--out", default="./proflake-sample-job", show_default=True, metavar="DIR", help="Where to write the sample job's stats files."
 )
-def demo(store: str | None, out: str) -> None:
+def demo(store: Store, out: str) -> None:
     """Generate a sample training job's profiles, ingest them, and show a few fetch results."""
     from etl.demo import run_demo
 
-    run_demo(Store(store), Path(out), stdout=lambda text: click.echo(text), stderr=_say)
+    run_demo(store, Path(out), stdout=lambda text: click.echo(text), stderr=_say)
 
 
 def main() -> None:

@@ -269,7 +269,7 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
         if orphans:
             store.delete_rows_of("interval_id", orphans)
     con.close()
-    events = [{"batch_id": b, "event": "repaired" if b in committed else "abandoned", "at": now} for b in unfinished]
+    events = [{"batch_id": b, "event": "repaired" if b in committed else "abandoned", "recorded_at": now} for b in unfinished]
     store.append("batches", pa.Table.from_pylist(events, schema=arrow_schema("batches")), "repair")
     for event in events:
         say(f"repaired an interrupted run: batch {event['batch_id']} {event['event']}")
@@ -277,7 +277,7 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
 
 
 def _record(store: Store, report: IngestReport, event: str, at: datetime) -> None:
-    row = {"batch_id": report.batch_id, "event": event, "at": at, "source": report.source, "full_refresh": report.full_refresh}
+    row = {"batch_id": report.batch_id, "event": event, "recorded_at": at, "source": report.source, "full_refresh": report.full_refresh}
     if event == "committed":
         row.update(
             files_seen=report.files_seen,
@@ -285,7 +285,7 @@ def _record(store: Store, report: IngestReport, event: str, at: datetime) -> Non
             replaced_intervals=report.replaced_intervals,
             unchanged=report.unchanged,
             failed=len(report.failed),
-            rows=report.total_rows,
+            rows_written=report.total_rows,
             bytes_read=report.bytes_read,
             seconds=report.seconds,
         )

@@ -26,7 +26,7 @@ DEFAULT_STORE = "./proflake-store"
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
 
 # zstd keeps the store small; row groups of ~128k rows let node/time filters skip most of a file.
-_WRITER = WriterProperties(compression="ZSTD", compression_level=3, max_row_group_size=131_072)
+WRITER_PROPERTIES = WriterProperties(compression="ZSTD", compression_level=3, max_row_group_size=131_072)
 
 
 def default_store_location() -> str:
@@ -133,7 +133,7 @@ class Store:
             self.table_uri(name),
             self._prepare(name, rows),
             mode="append",
-            writer_properties=_WRITER,
+            writer_properties=WRITER_PROPERTIES,
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
@@ -157,7 +157,7 @@ class Store:
             self._prepare("intervals", rows),
             mode="overwrite",
             predicate=predicate,
-            writer_properties=_WRITER,
+            writer_properties=WRITER_PROPERTIES,
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
