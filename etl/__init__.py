@@ -6,6 +6,13 @@ smdebug-compatible API: ``cProfileAnalysis``, ``PyinstrumentAnalysis``, ``Python
 """
 
 from etl.api import FetchResult, Profiles
+from etl.compat import (
+    PyinstrumentAnalysis,
+    PyinstrumentStepStats,
+    cProfileAnalysis,
+    cProfileFunctionStats,
+    cProfileStats,
+)
 from etl.errors import ProflakeError
 from etl.ingest import IngestReport, ingest
 from etl.modes import Metrics, PythonProfileModes, StepPhase
@@ -17,8 +24,13 @@ __all__ = [
     "Metrics",
     "Profiles",
     "ProflakeError",
+    "PyinstrumentAnalysis",
+    "PyinstrumentStepStats",
     "PythonProfileModes",
     "StepPhase",
     "Store",
+    "cProfileAnalysis",
+    "cProfileFunctionStats",
+    "cProfileStats",
     "ingest",
 ]

@@ -48,9 +48,15 @@ class Scope:
     job_ids: list[str] | None  # None: all jobs
     node_id: str | None  # None: all nodes
     profiler: str | None  # None: both (only list/nodes/jobs)
+    source_prefix: str | None = None  # None: files from any source
 
     def params(self) -> dict[str, Any]:
-        return {"job_ids": self.job_ids, "node_id": self.node_id, "profiler": self.profiler}
+        return {
+            "job_ids": self.job_ids,
+            "node_id": self.node_id,
+            "profiler": self.profiler,
+            "source_prefix": self.source_prefix,
+        }
 
 
 @dataclass
@@ -73,13 +79,18 @@ class FetchResult:
         return self.intervals.num_rows == 0
 
     def groups(self) -> list[tuple]:
-        """Distinct group keys in result order (one empty tuple when the method does not group)."""
+        """Group keys of the selected intervals, in smdebug's order (one empty tuple when not grouping).
+
+        Taken from the intervals, not the result rows, so a group whose files hold no functions is kept.
+        """
         if not self.group_by:
             return [()]
-        seen: dict[tuple, None] = {}
-        for row in self.table.select(list(self.group_by)).to_pylist():
-            seen.setdefault(tuple(row[c] for c in self.group_by), None)
-        return list(seen)
+        keys = {tuple(row[c] for c in self.group_by) for row in self.intervals.select(list(self.group_by)).to_pylist()}
+        return sorted(keys, key=lambda key: tuple(_group_rank(c, v) for c, v in zip(self.group_by, key)))
+
+    def group_intervals(self, group: tuple = ()) -> pa.Table:
+        """The selected intervals of one group."""
+        return _filter_group(self.intervals, self.group_by, group)
 
     def rows(self, group: tuple = ()) -> pa.Table:
         """The result rows of one group."""
@@ -107,7 +118,7 @@ class FetchResult:
         for r in _filter_group(self._every_function(), self.group_by, group).to_pylist():
             key = (r["filename"], r["lineno"], r["function_name"])
             stats.stats[key] = (r["primitive_calls"], r["total_calls"], r["tottime"], r["cumtime"], callers.get(key, {}))
-        stats.files = sorted(set(self.intervals["source_uri"].to_pylist()))
+        stats.files = self.group_intervals(group)["source_uri"].to_pylist()
         stats.get_top_level_stats()
         return stats
 
@@ -134,6 +145,16 @@ class FetchResult:
             raise UsageError(f"{what} exist only for {profiler} results; this result is {self.profiler}")
 
 
+_MODE_ORDER = {label: i for i, label in enumerate(m.label for m in PythonProfileModes)}
+_JOB_PHASE_ORDER = {phase: i for i, phase in enumerate(JOB_PHASES)}
+
+
+def _group_rank(column: str, value: str) -> tuple:
+    """Sort key of a group value: modes and job phases in smdebug's enum order, nodes by name."""
+    order = _JOB_PHASE_ORDER if column == "job_phase" else _MODE_ORDER if column.endswith("_mode") else {}
+    return (order.get(value, len(order)), value)
+
+
 def _filter_group(table: pa.Table, columns: Sequence[str], values: tuple) -> pa.Table:
     import pyarrow.compute as pc
 
@@ -147,8 +168,10 @@ def _filter_group(table: pa.Table, columns: Sequence[str], values: tuple) -> pa.
 class Profiles:
     """Questions about the profiles in one store. Reuses one DuckDB connection until ``refresh()``."""
 
-    def __init__(self, store: Store | str | None = None) -> None:
+    def __init__(self, store: Store | str | None = None, *, source_prefix: str | None = None) -> None:
+        """``source_prefix`` limits every question to stats files read from below that path or URI."""
         self.store = store if isinstance(store, Store) else Store(store)
+        self.source_prefix = source_prefix
         self._con: duckdb.DuckDBPyConnection | None = None
 
     # -- connection -------------------------------------------------------------------------------
@@ -177,7 +200,9 @@ class Profiles:
 
     # -- listings ---------------------------------------------------------------------------------
     def jobs(self, profiler: str | None = None) -> pa.Table:
-        return queries.run_named(self.connection(), "list_jobs", {"profiler": _profiler(profiler)})
+        return queries.run_named(
+            self.connection(), "list_jobs", {"profiler": _profiler(profiler), "source_prefix": self.source_prefix}
+        )
 
     def batches(self) -> pa.Table:
         """Ingest runs, newest first (queries/list_batches.sql)."""
@@ -230,7 +255,8 @@ class Profiles:
                 "pass --job ID (job= in Python) or --all-jobs"
             )
         profiler = _profiler(profiler)
-        summary = queries.run_named(con, "scope", {"job_ids": job_ids, "node_id": None}).to_pylist()
+        prefix = self.source_prefix
+        summary = queries.run_named(con, "scope", {"job_ids": job_ids, "node_id": None, "source_prefix": prefix}).to_pylist()
         by_profiler = {row["profiler"]: row for row in summary}
         if profiler is None and default_profiler:
             profiler = "cprofile" if "cprofile" in by_profiler or not by_profiler else "pyinstrument"
@@ -243,12 +269,12 @@ class Profiles:
                 node_id = first["first_node_id"] if first else None
             else:
                 known_nodes = queries.run_named(
-                    con, "list_node_ids", {"job_ids": job_ids, "node_id": None, "profiler": None}
+                    con, "list_node_ids", {"job_ids": job_ids, "node_id": None, "profiler": None, "source_prefix": prefix}
                 )["node_id"].to_pylist()
                 if node not in known_nodes:
                     raise UnknownNameError("node", node, known_nodes or ["(no nodes in scope)"])
                 node_id = node
-        return Scope(job_ids=job_ids, node_id=node_id, profiler=profiler)
+        return Scope(job_ids=job_ids, node_id=node_id, profiler=profiler, source_prefix=prefix)
 
     # -- fetch methods ----------------------------------------------------------------------------
     def fetch(
@@ -275,7 +301,9 @@ class Profiles:
         scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
         params = {**scope.params(), **_method_params(method, arguments)}
         con = self.connection()
-        intervals = queries.run_named(con, method, params)
+        intervals = queries.run_named(con, method, params).sort_by(
+            [("start_time_us", "ascending"), ("node_id", "ascending"), ("source_uri", "ascending")]
+        )
         group_by = (("node_id",) if per_node else ()) + {
             "by_training_phase": ("start_mode", "end_mode"),
             "by_job_phase": ("job_phase",),

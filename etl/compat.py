@@ -13,8 +13,9 @@ Where the data comes from:
 
 * ``s3_path``: that prefix is ingested (incrementally) into the store; ``local_profile_dir`` is then
   ignored (smdebug used it as a download folder; proflake reads S3 directly).
-* else ``local_profile_dir``, when it exists: that folder is ingested incrementally. A folder that does
-  not exist is an error, except smdebug's default ``/tmp/python_stats``, which is simply skipped.
+* else ``local_profile_dir``: that folder is ingested incrementally; one that does not exist is an
+  error. Left at smdebug's default (``/tmp/python_stats``), it is used only when it exists and no
+  ``store`` was given: ``cProfileAnalysis(store=...)`` alone queries the store as it is.
 * ``store`` (default: ``$PROFLAKE_STORE`` or ``./proflake-store``) is where the rows go and where the
   questions are answered.
 
@@ -78,7 +79,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SMDEBUG_LOCAL_PROFILE_DIR = "/tmp/python_stats"
+SMDEBUG_LOCAL_PROFILE_DIR = "/tmp/python_stats"  # where the default below looks (read at call time)
+
+
+class _SmdebugDefaultDir(str):
+    """smdebug's default local_profile_dir, told apart (by identity) from the same path passed on purpose."""
+
+
+_DEFAULT_LOCAL_DIR = _SmdebugDefaultDir(SMDEBUG_LOCAL_PROFILE_DIR)
 NO_STATS_FOUND = "No stats were found!"
 NO_STATS_FOR_INTERVAL = "No stats were found for the requested interval!"
 
@@ -124,7 +132,13 @@ class cProfileFunctionStats:
         return dict(
             zip(
                 FUNCTION_STATS_COLUMNS,
-                (self.function_name, self.prim_calls, self.total_calls, self.total_time, self.cumulative_time),
+                (
+                    self.function_name,
+                    self.prim_calls,
+                    self.total_calls,
+                    self.total_time,
+                    self.cumulative_time,
+                ),
             )
         )
 
@@ -141,10 +155,13 @@ class cProfileStats:
 
     def print_top_n_functions(self, by: Metrics, n: int = 10) -> None:
         """Print the n top functions by a metric, as ``pstats`` prints them."""
+        # AssertionError, as smdebug's asserts raise, so notebooks that catch it keep working.
         if not isinstance(by, Metrics):
-            raise AssertionError(f"by must be a Metrics member (e.g. Metrics.CUMULATIVE_TIME), not {by!r}")
+            raise AssertionError(  # noqa: TRY004
+                f"by must be a Metrics member (e.g. Metrics.CUMULATIVE_TIME), not {by!r}"
+            )
         if isinstance(n, bool) or not isinstance(n, int):
-            raise AssertionError(f"n must be an int, not {n!r}")
+            raise AssertionError(f"n must be an int, not {n!r}")  # noqa: TRY004
         self.ps.sort_stats(by.value).print_stats(n)
 
     def get_function_stats(self) -> pandas.DataFrame:
@@ -177,37 +194,6 @@ class PyinstrumentStepStats:
 
 
 # -- where the answers come from ----------------------------------------------------------------------
-class _SourceScopedProfiles(Profiles):
-    """Profiles whose ``intervals`` view holds only the stats files below one source.
-
-    Every fetch starts from ``intervals`` and reaches the fact tables through interval ids, so limiting
-    that one view limits every answer. The view is renamed and re-created filtered on its connection.
-    """
-
-    def __init__(self, store: Store, source_prefix: str | None = None) -> None:
-        super().__init__(store)
-        self.source_prefix = source_prefix
-
-    def connection(self):
-        if self._con is None:
-            con = super().connection()
-            if self.source_prefix is not None:
-                try:
-                    con.execute("ALTER VIEW intervals RENAME TO _proflake_unscoped_intervals")
-                    con.execute(
-                        "CREATE VIEW intervals AS SELECT * FROM _proflake_unscoped_intervals "
-                        f"WHERE starts_with(source_uri, {_sql_string(self.source_prefix)})"
-                    )
-                except Exception:
-                    self.refresh()
-                    raise
-        return self._con  # type: ignore[return-value]
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _prefix(uri: str) -> str:
     """The source URI as a prefix that matches files below it only (not ``/data/job10`` for ``/data/job1``)."""
     sep = "/" if "://" in uri else os.sep
@@ -221,7 +207,7 @@ class PythonProfileAnalysis:
 
     def __init__(
         self,
-        local_profile_dir: str | os.PathLike | None = SMDEBUG_LOCAL_PROFILE_DIR,
+        local_profile_dir: str | os.PathLike | None = _DEFAULT_LOCAL_DIR,
         s3_path: str | None = None,
         *,
         store: Store | str | os.PathLike | None = None,
@@ -231,27 +217,31 @@ class PythonProfileAnalysis:
             raise TypeError("use cProfileAnalysis or PyinstrumentAnalysis")
         self.store = store if isinstance(store, Store) else Store(store)
         self.job = job
-        self.source = self._source(local_profile_dir, s3_path)
-        self.profiles = _SourceScopedProfiles(self.store)
+        self.source = self._source(local_profile_dir, s3_path, store_given=store is not None)
+        self.profiles = Profiles(self.store)
         self.last_ingest: IngestReport | None = None
         if self.source is not None:
             self._ingest()
 
     @staticmethod
-    def _source(local_profile_dir: str | os.PathLike | None, s3_path: str | None) -> str | None:
+    def _source(
+        local_profile_dir: str | os.PathLike | None, s3_path: str | None, *, store_given: bool
+    ) -> str | None:
         if s3_path:
             return str(s3_path)
         if local_profile_dir is None:
             return None
+        if local_profile_dir is _DEFAULT_LOCAL_DIR:
+            # Nobody pointed at it: read it as smdebug would, unless a store says where the stats are.
+            default = Path(SMDEBUG_LOCAL_PROFILE_DIR)
+            return str(default) if not store_given and default.is_dir() else None
         path = Path(local_profile_dir).expanduser()
-        if path.exists():
-            return str(path)
-        if str(local_profile_dir) == SMDEBUG_LOCAL_PROFILE_DIR:
-            return None  # smdebug's default, not something the caller pointed at
-        raise SourceError(
-            f"local_profile_dir {str(local_profile_dir)!r} does not exist; pass the folder that holds "
-            "framework/, or store= alone to query a proflake store as it is"
-        )
+        if not path.exists():
+            raise SourceError(
+                f"local_profile_dir {str(local_profile_dir)!r} does not exist; pass the folder that holds "
+                "framework/, or store= alone to query a proflake store as it is"
+            )
+        return str(path)
 
     def _ingest(self) -> None:
         assert self.source is not None
@@ -344,11 +334,15 @@ class PythonProfileAnalysis:
             self._fetch("between_modes", node_id, refresh_stats, start_mode=start_mode, end_mode=end_mode)
         )
 
-    def fetch_pre_step_zero_profile_stats(self, node_id: str | None = "any", refresh_stats: bool = True) -> Any:
+    def fetch_pre_step_zero_profile_stats(
+        self, node_id: str | None = "any", refresh_stats: bool = True
+    ) -> Any:
         """Intervals from the start of the job (start phase 'start')."""
         return self._result(self._fetch("pre_step_zero", node_id, refresh_stats))
 
-    def fetch_post_hook_close_profile_stats(self, node_id: str | None = "any", refresh_stats: bool = True) -> Any:
+    def fetch_post_hook_close_profile_stats(
+        self, node_id: str | None = "any", refresh_stats: bool = True
+    ) -> Any:
         """Intervals to the end of the job (end phase 'end')."""
         return self._result(self._fetch("post_hook_close", node_id, refresh_stats))
 
@@ -362,7 +356,10 @@ class PythonProfileAnalysis:
     ) -> Any:
         """Alias of fetch_profile_stats_by_time."""
         return self.fetch_profile_stats_by_time(
-            start_time_since_epoch_in_secs, end_time_since_epoch_in_secs, node_id=node_id, refresh_stats=refresh_stats
+            start_time_since_epoch_in_secs,
+            end_time_since_epoch_in_secs,
+            node_id=node_id,
+            refresh_stats=refresh_stats,
         )
 
     def fetch_python_profile_stats_by_step(
@@ -386,7 +383,10 @@ class PythonProfileAnalysis:
     ) -> dict[tuple[PythonProfileModes, PythonProfileModes], Any]:
         """One result per (start mode, end mode) pair present, in PythonProfileModes x PythonProfileModes order."""
         result = self._fetch("by_training_phase", node_id, refresh_stats)
-        present = {(r["start_mode"], r["end_mode"]) for r in result.intervals.select(["start_mode", "end_mode"]).to_pylist()}
+        present = {
+            (r["start_mode"], r["end_mode"])
+            for r in result.intervals.select(["start_mode", "end_mode"]).to_pylist()
+        }
         stats = {}
         for start in PythonProfileModes:
             for end in PythonProfileModes:
@@ -396,7 +396,9 @@ class PythonProfileAnalysis:
             print(NO_STATS_FOR_INTERVAL)
         return stats
 
-    def fetch_profile_stats_by_job_phase(self, node_id: str | None = "any", refresh_stats: bool = True) -> dict[str, Any]:
+    def fetch_profile_stats_by_job_phase(
+        self, node_id: str | None = "any", refresh_stats: bool = True
+    ) -> dict[str, Any]:
         """Results keyed initialization, training_loop, finalization (and whole_job when present).
 
         initialization and finalization are None when no interval falls in them; training_loop is always
@@ -452,24 +454,13 @@ class PythonProfileAnalysis:
         return f"{type(self).__name__}(source={where!r}, store={self.store.location!r})"
 
 
-def _group_intervals(result: FetchResult, group: tuple) -> list[dict]:
-    """The selected intervals of one group, in smdebug's order (start time, then node)."""
-    rows = result.intervals.to_pylist()
-    if result.group_by:
-        rows = [r for r in rows if tuple(r[c] for c in result.group_by) == tuple(group)]
-    return sorted(rows, key=lambda r: (r["start_time_us"], r["node_id"], r["source_uri"]))
-
-
 class cProfileAnalysis(PythonProfileAnalysis):
     """smdebug's cProfileAnalysis: fetch methods return a cProfileStats (None when nothing matched)."""
 
     name = "cprofile"
 
     def _aggregate(self, result: FetchResult, group: tuple = ()) -> cProfileStats:
-        ps = result.to_pstats(group)
-        # to_pstats lists every selected file; a group's aggregate holds only that group's.
-        ps.files = [r["source_uri"] for r in _group_intervals(result, group)]
-        return cProfileStats(ps)
+        return cProfileStats(result.to_pstats(group))
 
 
 class PyinstrumentAnalysis(PythonProfileAnalysis):
@@ -478,7 +469,7 @@ class PyinstrumentAnalysis(PythonProfileAnalysis):
     name = "pyinstrument"
 
     def _aggregate(self, result: FetchResult, group: tuple = ()) -> list[PyinstrumentStepStats]:
-        intervals = _group_intervals(result, group)
+        intervals = result.group_intervals(group).to_pylist()  # in smdebug's order: start time, then node
         if not intervals:
             return []
         frames = self.profiles.sql(

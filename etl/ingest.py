@@ -78,6 +78,8 @@ class IngestReport:
         return sum(self.rows.values())
 
     def summary(self) -> str:
+        if not self.files_seen:
+            return f"no files under {self.source}; nothing to ingest ({self.seconds:.2f} s)"
         if self.files_seen and not self.new_intervals and not self.failed and not self.replaced_intervals:
             head = f"nothing new: {self.unchanged} stats file(s) already ingested"
         else:

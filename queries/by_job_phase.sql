@@ -3,8 +3,8 @@
 -- phase 'end'), whole_job (both), training_loop (neither). Unlike smdebug, every interval of a phase is
 -- aggregated (smdebug kept only the last mode pair's), and the post-hook-close interval, written with
 -- start mode prestepzero and start phase 'end', is finalization (smdebug filed it under initialization).
--- Parameters: scope ($job_ids, $node_id, $profiler).
+-- Parameters: scope ($job_ids, $node_id, $profiler, $source_prefix).
 -- Columns: every column of intervals; the roll-up groups by job_phase.
 SELECT *
 FROM intervals
-WHERE in_scope(job_id, node_id, profiler, $job_ids, $node_id, $profiler)
+WHERE in_scope(job_id, node_id, profiler, source_uri, $job_ids, $node_id, $profiler, $source_prefix)

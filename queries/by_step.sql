@@ -1,10 +1,10 @@
 -- by_step: intervals inside a step range of one mode (smdebug fetch_profile_stats_by_step).
 -- Matches with smdebug's in_step_interval rule (see macros.sql) and start_mode = end_mode = $mode.
--- Parameters: $start_step, $end_step (DOUBLE; +inf for '*'), $mode, $start_phase, $end_phase, scope.
+-- Parameters: $start_step, $end_step (DOUBLE; +inf for '*'), $mode, $start_phase, $end_phase, scope ($job_ids, $node_id, $profiler, $source_prefix).
 -- Columns: every column of intervals.
 SELECT *
 FROM intervals
-WHERE in_scope(job_id, node_id, profiler, $job_ids, $node_id, $profiler)
+WHERE in_scope(job_id, node_id, profiler, source_uri, $job_ids, $node_id, $profiler, $source_prefix)
   AND start_mode = $mode
   AND end_mode = $mode
   AND in_step_interval(start_step, end_step, start_phase, end_phase,

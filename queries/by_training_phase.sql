@@ -1,7 +1,7 @@
 -- by_training_phase: every interval in scope, to be aggregated per (start_mode, end_mode) pair
 -- (smdebug fetch_profile_stats_by_training_phase). Only pairs that occur appear.
--- Parameters: scope ($job_ids, $node_id, $profiler).
+-- Parameters: scope ($job_ids, $node_id, $profiler, $source_prefix).
 -- Columns: every column of intervals; the roll-up groups by start_mode, end_mode.
 SELECT *
 FROM intervals
-WHERE in_scope(job_id, node_id, profiler, $job_ids, $node_id, $profiler)
+WHERE in_scope(job_id, node_id, profiler, source_uri, $job_ids, $node_id, $profiler, $source_prefix)

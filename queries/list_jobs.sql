@@ -1,5 +1,5 @@
 -- list_jobs: the training jobs in the store with what was profiled for each.
--- Parameters: $profiler (NULL = both).
+-- Parameters: $profiler (NULL = both), $source_prefix (NULL = every source).
 -- Columns: job_id, framework, profilers, nodes, intervals, first_start_time, last_end_time.
 SELECT
     job_id,
@@ -10,6 +10,6 @@ SELECT
     min(start_time) AS first_start_time,
     max(end_time) AS last_end_time
 FROM intervals
-WHERE $profiler IS NULL OR profiler = $profiler
+WHERE in_scope(job_id, node_id, profiler, source_uri, NULL, NULL, $profiler, $source_prefix)
 GROUP BY job_id
 ORDER BY job_id

@@ -1,9 +1,10 @@
 -- macros.sql: small SQL helpers defined on every proflake connection (and in the BI catalog), so the
 -- fetch queries and ad hoc SQL share one definition of smdebug's rules.
 --
---   in_scope(job_id, node_id, profiler, want_jobs, want_node, want_profiler)
+--   in_scope(job_id, node_id, profiler, source_uri, want_jobs, want_node, want_profiler, want_prefix)
 --       true when the row belongs to one of want_jobs (a list; NULL = all jobs), to want_node
---       (NULL = all nodes) and to want_profiler (NULL = both profilers).
+--       (NULL = all nodes), to want_profiler (NULL = both profilers) and was read from below
+--       want_prefix (NULL = from anywhere).
 --   step_end(end_step)
 --       the end step as a number, with '*' (stored as NULL, "until the end") as +infinity.
 --   in_step_interval(start_step, end_step, start_phase, end_phase,
@@ -16,10 +17,13 @@
 --       smdebug's enum order, for sorting: train, eval, predict, global, prestepzero, posthookclose;
 --       initialization, training_loop, finalization, whole_job.
 
-CREATE OR REPLACE MACRO in_scope(job_id, node_id, profiler, want_jobs, want_node, want_profiler) AS
+CREATE OR REPLACE MACRO in_scope(
+    job_id, node_id, profiler, source_uri, want_jobs, want_node, want_profiler, want_prefix
+) AS
     (want_jobs IS NULL OR list_contains(want_jobs, job_id))
     AND (want_node IS NULL OR node_id = want_node)
-    AND (want_profiler IS NULL OR profiler = want_profiler);
+    AND (want_profiler IS NULL OR profiler = want_profiler)
+    AND (want_prefix IS NULL OR starts_with(source_uri, want_prefix));
 
 CREATE OR REPLACE MACRO step_end(end_step) AS coalesce(CAST(end_step AS DOUBLE), CAST('inf' AS DOUBLE));
 

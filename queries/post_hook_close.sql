@@ -1,8 +1,8 @@
 -- post_hook_close: intervals profiled after the hook closed, to the end of the job
 -- (smdebug fetch_post_hook_close_profile_stats): those that end at phase 'end'.
--- Parameters: scope ($job_ids, $node_id, $profiler).
+-- Parameters: scope ($job_ids, $node_id, $profiler, $source_prefix).
 -- Columns: every column of intervals.
 SELECT *
 FROM intervals
-WHERE in_scope(job_id, node_id, profiler, $job_ids, $node_id, $profiler)
+WHERE in_scope(job_id, node_id, profiler, source_uri, $job_ids, $node_id, $profiler, $source_prefix)
   AND end_phase = 'end'

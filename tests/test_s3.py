@@ -1,0 +1,138 @@
+"""Sources and stores on a real S3 server (moto on 127.0.0.1 with authentication on)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+import s3server
+from conftest import LEGACY, JobBuilder, assert_same_pstats, pstats_of
+from etl import Profiles, ingest
+from etl.errors import ProflakeError
+from etl.lock import StoreLock, StoreLockedError
+from etl.s3 import S3Config
+from etl.store import Store
+
+
+@pytest.fixture(scope="session")
+def s3():
+    server, handle = s3server.start()
+    yield server
+    handle.stop()
+
+
+@pytest.fixture
+def config(s3) -> S3Config:
+    return S3Config(endpoint_url=s3.endpoint)
+
+
+@pytest.fixture
+def bucket(s3, monkeypatch) -> str:
+    # Credentials reach the code under test the standard way: environment variables.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3.secret_key)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    name = f"bucket-{secrets.token_hex(4)}"
+    s3.client().create_bucket(Bucket=name)
+    return name
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "etl.cli", *args], capture_output=True, text=True, env=env, check=False)
+
+
+def test_s3_source_ingests_like_the_local_copy(s3, bucket, config, tmp_path):
+    s3.upload_tree(LEGACY, bucket, "jobs/tf-legacy")
+    report = ingest(f"s3://{bucket}/jobs", str(tmp_path / "store"), s3=config)
+    assert report.new_intervals == 3 and not report.failed
+    profiles = Profiles(str(tmp_path / "store"))
+    assert profiles.job_ids() == ["tf-legacy"]
+    uris = profiles.list_profile_stats()["source_uri"].to_pylist()
+    assert all(u.startswith(f"s3://{bucket}/jobs/tf-legacy/framework/tensorflow/cProfile/") for u in uris)
+    files = {int(p.parent.name.rsplit("_", 1)[1]): p for p in LEGACY.rglob("python_stats")}
+    assert_same_pstats(profiles.by_step(2, 3).to_pstats().stats, pstats_of([files[2], files[3]]))
+    # Versions are ETags: a re-run reads nothing.
+    again = ingest(f"s3://{bucket}/jobs", str(tmp_path / "store"), s3=config)
+    assert (again.new_intervals, again.unchanged, again.bytes_read) == (0, 3, 0)
+
+
+def test_listing_goes_past_one_page(s3, bucket, config, tmp_path):
+    client = s3.client()
+    for i in range(1_050):
+        client.put_object(Bucket=bucket, Key=f"job/framework/pytorch/other/trace-{i:05d}.json", Body=b"{}")
+    s3.upload_tree(LEGACY, bucket, "job")
+    report = ingest(f"s3://{bucket}/job", str(tmp_path / "store"), s3=config)
+    assert report.files_seen == 1_053
+    assert len(report.unrecognised) == 1_050 and report.new_intervals == 3
+
+
+def test_empty_prefix_is_not_an_error(s3, bucket, config, tmp_path):
+    report = ingest(f"s3://{bucket}/nothing-here", str(tmp_path / "store"), s3=config)
+    assert report.files_seen == 0 and report.new_intervals == 0 and not report.partial
+    assert report.summary().startswith(f"no files under s3://{bucket}/nothing-here")
+
+
+def test_missing_bucket_is_one_clear_line(s3, bucket, tmp_path):
+    done = run_cli(["ingest", "s3://no-such-bucket-here/x", "--store", str(tmp_path / "store")], s3.env())
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == "proflake: error: bucket of s3://no-such-bucket-here/x does not exist; check the bucket name\n"
+
+
+def test_wrong_credentials_are_named_without_leaking_them(s3, bucket, tmp_path):
+    env = {**s3.env(), "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG1", "AWS_SECRET_ACCESS_KEY": "s3cr3t-value-do-not-print"}
+    done = run_cli(["ingest", f"s3://{bucket}/x", "--store", str(tmp_path / "store")], env)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "S3 rejected the credentials" in done.stderr and done.stderr.count("\n") == 1
+    assert "s3cr3t-value-do-not-print" not in done.stderr and "AKIAWRONG" not in done.stderr
+
+
+def test_store_on_s3_answers_like_a_local_store(s3, bucket, tmp_path):
+    job = JobBuilder(tmp_path / "job")
+    job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
+    job.cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
+    job.pyinstrument("algo-1", "train-2-stepstart-4000_train-2-stepend-5000")
+    store = f"s3://{bucket}/warehouse"
+    # Endpoint and credentials only through the standard environment variables, in a real process.
+    done = run_cli(["ingest", str(tmp_path / "job"), "--store", store, "--json"], s3.env())
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["new_intervals"] == 3
+    done = run_cli(["fetch", "by-step", "0", "1", "--store", store, "--format", "json"], s3.env())
+    assert done.returncode == 0, done.stderr
+    remote = {r["function"]: (r["total_calls"], r["tottime"]) for r in json.loads(done.stdout)}
+    ingest(str(tmp_path / "job"), str(tmp_path / "local"))
+    local = Profiles(str(tmp_path / "local")).by_step(0, 1).table.to_pylist()
+    assert remote == {r["function"]: (r["total_calls"], r["tottime"]) for r in local}
+    done = run_cli(["sql", "SELECT count(*) AS n FROM pyinstrument_frames", "--store", store, "--format", "csv"], s3.env())
+    assert done.returncode == 0 and done.stdout.splitlines()[1] != "0"
+    done = run_cli(["compact", "--store", store], s3.env())
+    assert done.returncode == 0, done.stderr
+
+
+def test_lock_on_s3_excludes_a_second_writer_and_expires(s3, bucket, config):
+    store = Store(f"s3://{bucket}/locked", s3=config)
+    with StoreLock(store, purpose="first"):
+        with pytest.raises(StoreLockedError, match="in use by first"):
+            StoreLock(store, purpose="second").acquire()
+    # Released: the next writer gets it at once.
+    with StoreLock(store, purpose="third"):
+        pass
+    # A lease nobody renews expires even when its holder looks alive (another host, say).
+    stale = StoreLock(store, purpose="crashed elsewhere", lease=0.5)
+    stale.acquire()
+    stale._stop.set()  # stop renewing, as a dead host would
+    import time
+
+    time.sleep(0.8)
+    with StoreLock(store, purpose="after expiry"):
+        pass
+
+
+def test_s3_source_errors_are_proflake_errors(s3, bucket):
+    from etl.sources.s3 import S3Source
+
+    with pytest.raises(ProflakeError, match="does not exist"):
+        list(S3Source("s3://missing-bucket-xyz/p", S3Config(endpoint_url=s3.endpoint)).list())
