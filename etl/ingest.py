@@ -16,6 +16,7 @@ the killed run wrote but never committed, or finishes the clean-up of one that h
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import time
 from collections import deque
@@ -38,6 +39,7 @@ from etl.sources.base import Source, SourceObject, open_source
 from etl.store import FACT_TABLES, Store, raw_view, sql_string
 
 # Fact rows held in memory before they are appended; bounds memory however large the corpus.
+# PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more commits).
 FLUSH_ROWS = 400_000
 # Objects being read at once; bounds memory to about this many stats files.
 READ_AHEAD = 32
@@ -414,6 +416,7 @@ class _BatchWriter:
         self.pending_rows = 0
         self.rows: dict[str, int] = {name: 0 for name in ("intervals", *FACT_TABLES)}
         self._key_schema = arrow_schema("interval_keys")
+        self.flush_rows = int(os.environ.get("PROFLAKE_FLUSH_ROWS") or FLUSH_ROWS)
 
     @property
     def interval_count(self) -> int:
@@ -426,7 +429,7 @@ class _BatchWriter:
             if table.num_rows:
                 self.pending[name].append((index, table))
                 self.pending_rows += table.num_rows
-        if self.pending_rows >= FLUSH_ROWS:
+        if self.pending_rows >= self.flush_rows:
             self.flush()
 
     def flush(self) -> None:

@@ -11,6 +11,7 @@ invisible until the next run removes them (etl/ingest.py, ``repair``).
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import duckdb
@@ -27,6 +28,23 @@ FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
 
 # zstd keeps the store small; row groups of ~128k rows let node/time filters skip most of a file.
 WRITER_PROPERTIES = WriterProperties(compression="ZSTD", compression_level=3, max_row_group_size=131_072)
+
+
+class _CrashPoints:
+    """Crash testing: with PROFLAKE_KILL_AFTER_COMMITS=N the process SIGKILLs itself right after its
+    N-th Delta commit, so tests can stop a real run between any two commits, deterministically."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+
+    def committed(self) -> None:
+        self.commits += 1
+        limit = os.environ.get("PROFLAKE_KILL_AFTER_COMMITS")
+        if limit and self.commits >= int(limit):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+crash_points = _CrashPoints()
 
 
 def default_store_location() -> str:
@@ -137,6 +155,7 @@ class Store:
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
+        crash_points.committed()
 
     def commit_intervals(self, rows: pa.Table, batch_id: str, replaced_uris: list[str], full_refresh: bool) -> None:
         """The batch's visibility point: in ONE commit, add its intervals and drop those they replace
@@ -161,9 +180,11 @@ class Store:
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
+        crash_points.committed()
 
     def delete_where(self, name: str, predicate: str) -> None:
         self.delta(name).delete(predicate)
+        crash_points.committed()
 
     def delete_rows_of(self, column: str, values: list[str], tables: tuple[str, ...] = FACT_TABLES) -> None:
         """Delete rows whose ``column`` is one of ``values`` (ids proflake generated), in bounded chunks."""

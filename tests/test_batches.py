@@ -1,0 +1,342 @@
+"""Nightly-batch behaviour: idempotent and incremental runs, replaced files, kills at any moment,
+concurrent runs, and compaction that changes no answer."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import JobBuilder, assert_same_pstats, pstats_of
+from etl import Profiles, ingest
+from etl.compact import compact
+from etl.lock import LOCK_NAME, StoreLock, StoreLockedError
+from etl.store import FACT_TABLES, Store, raw_view
+
+STEP = "{mode}-{step}-stepstart-{start}_{mode}-{step}-stepend-{end}"
+
+
+def build_corpus(root: Path, nodes: int = 3, steps: int = 12, pyinstrument_every: int = 4) -> list[Path]:
+    job = JobBuilder(root / "job-1")
+    paths = []
+    for n in range(nodes):
+        node = f"algo-{n + 1}"
+        paths.append(job.cprofile(node, f"prestepzero-*-start-{1000 + n}_train-0-stepstart-{2000 + n}", "c"))
+        for step in range(steps):
+            start = 10_000 + step * 1000 + n
+            name = STEP.format(mode="train", step=step, start=start, end=start + 900)
+            paths.append(job.cprofile(node, name, "abc"[step % 3], repeat=1 + step % 2))
+            if step % pyinstrument_every == 0:
+                paths.append(job.pyinstrument(node, name))
+        paths.append(job.cprofile(node, f"prestepzero-*-end-{90_000 + n}_posthookclose-*-end-{95_000 + n}", "a"))
+    return paths
+
+
+def snapshot(store: str) -> dict[str, list]:
+    """Everything a reader can see, minus what differs between equivalent runs (batch ids, times)."""
+    con = Store(store).connect()
+    out = {
+        "intervals": con.sql("SELECT * EXCLUDE (batch_id, ingested_at) FROM intervals ORDER BY ALL").fetchall(),
+    }
+    for name in FACT_TABLES:
+        out[name] = con.sql(f"SELECT * EXCLUDE (batch_id) FROM {name} ORDER BY ALL").fetchall()
+        # Nothing stored beyond what is visible: no leftovers of killed or replaced runs.
+        hidden = con.sql(f"SELECT count(*) FROM {raw_view(name)}").fetchall()[0][0] - len(out[name])
+        out[f"{name}:hidden_rows"] = [hidden]
+    con.close()
+    return out
+
+
+def run_ingest(source: Path, store: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "etl.cli", "ingest", str(source), "--store", str(store), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_rerun_is_idempotent_and_incremental(tmp_path):
+    build_corpus(tmp_path / "src", nodes=2, steps=3)
+    store = str(tmp_path / "store")
+    first = ingest(str(tmp_path / "src"), store)
+    before = snapshot(store)
+    for _ in range(3):
+        again = ingest(str(tmp_path / "src"), store)
+        assert (again.new_intervals, again.bytes_read, again.total_rows) == (0, 0, 0)
+        assert again.unchanged == first.new_intervals
+    assert snapshot(store) == before
+    # A new file is the only thing the next run reads.
+    extra = JobBuilder(tmp_path / "src" / "job-1").cprofile("algo-1", STEP.format(mode="eval", step=0, start=50_000, end=50_500))
+    added = ingest(str(tmp_path / "src"), store)
+    assert added.new_intervals == 1 and added.bytes_read == extra.stat().st_size
+    statuses = Profiles(store).batches()["status"].to_pylist()
+    assert statuses == ["committed"] * 5
+
+
+def test_changed_file_replaces_its_rows(tmp_path):
+    paths = build_corpus(tmp_path / "src", nodes=1, steps=2, pyinstrument_every=99)
+    store = str(tmp_path / "store")
+    ingest(str(tmp_path / "src"), store)
+    target = next(p for p in paths if "train-1-stepstart" in str(p))
+    from conftest import write_cprofile
+
+    write_cprofile(target.parent, "b", repeat=3)  # the job rewrote this interval's stats
+    report = ingest(str(tmp_path / "src"), store)
+    assert (report.new_intervals, report.replaced_intervals) == (1, 1)
+    profiles = Profiles(store)
+    assert profiles.list_profile_stats().num_rows == len(paths)
+    assert_same_pstats(profiles.by_step(1).to_pstats().stats, pstats_of([target]))
+    assert snapshot(store)["function_stats:hidden_rows"] == [0]
+
+
+def test_full_refresh_rebuilds_from_scratch(tmp_path):
+    build_corpus(tmp_path / "src", nodes=1, steps=2)
+    store = str(tmp_path / "store")
+    ingest(str(tmp_path / "src"), store)
+    before = snapshot(store)
+    report = ingest(str(tmp_path / "src"), store, full_refresh=True)
+    assert report.new_intervals == len(before["intervals"]) and report.unchanged == 0
+    assert snapshot(store) == before
+
+
+def _kill_and_recover(source: Path, store: Path, delay: float, env: dict) -> str:
+    proc = run_ingest(source, store, env=env)
+    time.sleep(delay)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        return "killed"
+    proc.wait()
+    return "finished"
+
+
+def _has_unfinished_batch(store: Path) -> bool:
+    """Did the kill land inside a batch (after it started writing, before it finished)?"""
+    if not Store(str(store)).exists():
+        return False
+    con = Store(str(store)).connect()
+    statuses = con.sql(
+        "SELECT bool_or(event = 'started') AND NOT bool_or(event <> 'started') FROM batches GROUP BY batch_id"
+    ).fetchall()
+    con.close()
+    return any(row[0] for row in statuses)
+
+
+def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
+    """Kill real ingest processes after every Delta commit of a run (and of the repairing run after it),
+    and at random moments; after each, a plain re-run must leave exactly what a clean ingest leaves."""
+    source = tmp_path / "src"
+    build_corpus(source, nodes=3, steps=10)
+    env = {"PROFLAKE_FLUSH_ROWS": "1500"}  # many commits per run: many places to be killed in
+    clean = tmp_path / "clean"
+    started = time.monotonic()
+    assert run_ingest(source, clean, env=env).wait() == 0
+    duration = time.monotonic() - started
+    expected = snapshot(str(clean))
+
+    outcomes = {"kill_points": 0, "killed": 0, "runs": 0, "left_unfinished_batch": 0, "differences": 0}
+
+    def check(store: Path) -> None:
+        assert run_ingest(source, store, env=env).wait() == 0
+        outcomes["runs"] += 1
+        if snapshot(str(store)) != expected:
+            outcomes["differences"] += 1
+
+    # 1. After the k-th commit, for every k until a run gets through; every 3rd time, also kill the
+    #    recovering run after its first commit (inside its repair).
+    k = 1
+    while True:
+        store = tmp_path / f"after-{k}"
+        code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}).wait()
+        outcomes["runs"] += 1
+        if code == 0:
+            break
+        assert code == -signal.SIGKILL
+        outcomes["kill_points"] += 1
+        outcomes["killed"] += 1
+        outcomes["left_unfinished_batch"] += _has_unfinished_batch(store)
+        if k % 3 == 0:
+            code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": "1"}).wait()
+            outcomes["runs"] += 1
+            outcomes["killed"] += code == -signal.SIGKILL
+        check(store)
+        k += 1
+    # 2. At random moments (mid-commit, mid-write, during start-up).
+    rng = random.Random(seed)
+    for point in range(timed_points):
+        store = tmp_path / f"timed-{point}"
+        outcome = _kill_and_recover(source, store, duration * rng.uniform(0.3, 1.0), env)
+        outcomes["runs"] += 1
+        outcomes["kill_points"] += 1
+        outcomes["killed"] += outcome == "killed"
+        outcomes["left_unfinished_batch"] += _has_unfinished_batch(store)
+        check(store)
+    return outcomes
+
+
+def test_killed_runs_leave_nothing_lost_or_doubled(tmp_path):
+    outcomes = _kill_test(tmp_path, timed_points=4, seed=7)
+    print(f"kill test: {outcomes}")
+    assert outcomes["differences"] == 0
+    assert outcomes["kill_points"] >= 8 and outcomes["left_unfinished_batch"] >= 5
+
+
+@pytest.mark.slow
+def test_killed_runs_many_points(tmp_path):
+    outcomes = _kill_test(tmp_path, timed_points=60, seed=11)
+    print(f"kill test (slow tier): {outcomes}")
+    assert outcomes["differences"] == 0
+
+
+def test_killed_replacing_run_recovers(tmp_path):
+    """Kills after every commit of a run that replaces changed files: a reader never sees two versions
+    of one file, and the next run ends where a clean run ends."""
+    import shutil
+
+    from conftest import write_cprofile
+
+    paths = build_corpus(tmp_path / "src", nodes=2, steps=6, pyinstrument_every=99)
+    v1 = tmp_path / "v1"
+    assert run_ingest(tmp_path / "src", v1).wait() == 0
+    for path in paths[1::3]:
+        write_cprofile(path.parent, "b", repeat=2)
+    clean = tmp_path / "clean"
+    shutil.copytree(v1, clean)
+    assert run_ingest(tmp_path / "src", clean).wait() == 0
+    expected = snapshot(str(clean))
+    env = {"PROFLAKE_FLUSH_ROWS": "800"}
+    k = 1
+    while True:
+        store = tmp_path / f"after-{k}"
+        shutil.copytree(v1, store)
+        code = run_ingest(tmp_path / "src", store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}).wait()
+        con = Store(str(store)).connect()
+        uris = [row[0] for row in con.sql("SELECT source_uri FROM intervals").fetchall()]
+        con.close()
+        assert sorted(uris) == sorted(set(uris)) and len(uris) == len(paths), f"after commit {k}"
+        assert run_ingest(tmp_path / "src", store).wait() == 0
+        assert snapshot(str(store)) == expected, f"after commit {k}"
+        if code == 0:
+            break
+        k += 1
+    assert k >= 5  # facts, intervals-with-replace, clean-up deletes and bookkeeping were all crossed
+
+
+def test_a_second_writer_is_refused_then_waits(tmp_path):
+    build_corpus(tmp_path / "src", nodes=1, steps=1)
+    store = Store(str(tmp_path / "store"))
+    store.create()
+    with StoreLock(store, purpose="test holder"):
+        done = subprocess.run(
+            [sys.executable, "-m", "etl.cli", "ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store")],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 4 and done.stdout == ""
+        assert "is in use by test holder" in done.stderr and "--wait" in done.stderr
+        waiting = run_ingest(tmp_path / "src", tmp_path / "store", "--wait", "30")
+        time.sleep(1.5)
+        assert waiting.poll() is None  # still waiting for the lock
+    assert waiting.wait(timeout=60) == 0
+
+
+def test_a_lock_left_by_a_dead_process_is_broken_at_once(tmp_path):
+    build_corpus(tmp_path / "src", nodes=1, steps=1)
+    store = Store(str(tmp_path / "store"))
+    store.create()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock = Path(store.root) / LOCK_NAME
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(
+        '{"host": "%s", "pid": %d, "token": "x", "acquired": %f, "expires": %f, "purpose": "dead run"}'
+        % (socket.gethostname(), dead.pid, time.time(), time.time() + 3600)
+    )
+    report = ingest(str(tmp_path / "src"), store)
+    assert report.new_intervals > 0 and not lock.exists()
+
+
+def test_a_live_lock_from_another_host_blocks_until_its_lease_expires(tmp_path):
+    store = Store(str(tmp_path / "store"))
+    store.create()
+    lock = Path(store.root) / LOCK_NAME
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(
+        '{"host": "elsewhere", "pid": 1, "token": "x", "acquired": %f, "expires": %f, "purpose": "remote run"}'
+        % (time.time(), time.time() + 1.0)
+    )
+    with pytest.raises(StoreLockedError, match="remote run"):
+        StoreLock(store).acquire()
+    with StoreLock(store, wait=5):
+        pass
+
+
+def test_compaction_changes_no_answer_and_readers_keep_working(tmp_path):
+    source = tmp_path / "src"
+    build_corpus(source, nodes=2, steps=4)
+    store = str(tmp_path / "store")
+    for i in range(4):  # several nightly batches: several small files per table
+        JobBuilder(source / "job-1").cprofile("algo-1", STEP.format(mode="eval", step=i, start=60_000 + i * 100, end=60_050 + i * 100))
+        ingest(str(source), store)
+    before = snapshot(store)
+    profiles = Profiles(store)
+    def normal(table) -> list[tuple]:
+        # Sums may add floats in another order after files merge: compare to 12 significant digits.
+        rows = [tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row.values()) for row in table.to_pylist()]
+        return sorted(rows, key=repr)
+
+    def answers(p: Profiles) -> tuple:
+        return (
+            normal(p.by_training_phase().table),
+            normal(p.by_job_phase(per_node=True).table),
+            normal(p.by_step(1).table),
+        )
+
+    expected = answers(profiles)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        # Opened before compaction: its file list goes stale, and must still answer the same.
+        reading = Profiles(store)
+        while not stop.is_set():
+            try:
+                assert answers(reading) == expected
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+                return
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    report = compact(Store(store))
+    stop.set()
+    thread.join()
+    assert not errors, errors[0]
+    assert sum(t["files_removed"] for t in report.tables.values()) > 0
+    assert len(Store(store).delta("function_stats").file_uris()) == 1
+    assert snapshot(store) == before
+    assert answers(Profiles(store)) == expected
+
+
+def test_ingest_logs_progress_lines_when_not_on_a_terminal(tmp_path):
+    build_corpus(tmp_path / "src", nodes=1, steps=1)
+    done = subprocess.run(
+        [sys.executable, "-m", "etl.cli", "ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0
+    lines = done.stderr.splitlines()
+    assert "writing: committing" in lines and lines[-1].startswith("ingested ")
+    assert "\r" not in done.stderr
