@@ -340,3 +340,16 @@ def test_ingest_logs_progress_lines_when_not_on_a_terminal(tmp_path):
     lines = done.stderr.splitlines()
     assert "writing: committing" in lines and lines[-1].startswith("ingested ")
     assert "\r" not in done.stderr
+
+
+def test_terminal_progress_draws_a_bar_with_rate_and_eta(capsys):
+    from etl.cli import _TerminalProgress
+
+    bar = _TerminalProgress(tty=True)
+    bar.reading(total_files=10, total_bytes=10_000_000)
+    for _ in range(10):
+        bar.advance(1, 1_000_000)
+        bar.last = 0  # draw every update
+    bar.done()
+    err = capsys.readouterr().err
+    assert "\r" in err and "[########################] 10/10 files, 10.0/10.0 MB" in err and "ETA" in err
