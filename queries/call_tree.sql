@@ -5,25 +5,28 @@
 -- Parameters: $by_node, $by_modes, $by_job_phase (booleans, as in the roll-ups).
 -- Columns: node_id, start_mode, end_mode, job_phase, path_id, parent_path_id, depth, function, filename,
 --          lineno, function_name, time, self_time, await_time, frames, intervals.
-SELECT
-    CASE WHEN $by_node THEN s.node_id END AS node_id,
-    CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
-    CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
-    CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
-    p.path_id,
-    p.parent_path_id,
-    p.depth,
-    p.function,
-    p.filename,
-    p.lineno,
-    p.function_name,
-    sum(p.time) AS time,
-    sum(p.self_time) AS self_time,
-    sum(p.await_time) AS await_time,
-    count(*) AS frames,
-    count(DISTINCT p.interval_id) AS intervals
-FROM _pyinstrument_frames_all AS p
-JOIN selection AS s USING (interval_id)
-GROUP BY ALL
+SELECT *
+FROM (
+    SELECT
+        CASE WHEN $by_node THEN s.node_id END AS node_id,
+        CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
+        CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
+        CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
+        p.path_id,
+        p.parent_path_id,
+        p.depth,
+        p.function,
+        p.filename,
+        p.lineno,
+        p.function_name,
+        sum(p.time) AS time,
+        sum(p.self_time) AS self_time,
+        sum(p.await_time) AS await_time,
+        count(*) AS frames,
+        count(DISTINCT p.interval_id) AS intervals
+    FROM _pyinstrument_frames_all AS p
+    JOIN selection AS s USING (interval_id)
+    GROUP BY ALL
+) AS tree
 ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),
          depth, time DESC, function

@@ -268,3 +268,86 @@ def test_prof_file_opens_in_pstats(profiles, semantic_job, tmp_path):
     out = tmp_path / "step1.prof"
     profiles.by_step(1).write_prof(str(out))
     assert_same_pstats(pstats.Stats(str(out)).stats, pstats_of([semantic_job["C"], semantic_job["D"]]))
+
+
+# -- pyinstrument ----------------------------------------------------------------------------------
+def _json_frames(node, path=(), out=None):
+    """(function key, time, self time, call path) of every real frame of a pyinstrument JSON tree."""
+    out = [] if out is None else out
+    key = f"{node.get('file_path') or ''}:{node.get('line_no') or 0}({node['function']})"
+    children = [c for c in node.get("children", []) if c["function"] != "[self]"]
+    self_time = max(node["time"] - sum(c["time"] for c in children), 0.0)
+    out.append((key, node["time"], self_time, path + (key,)))
+    for child in children:
+        _json_frames(child, path + (key,), out)
+    return out
+
+
+def test_pyinstrument_roll_up_counts_recursion_once(tmp_path, store_path):
+    from conftest import FORMAT_SAMPLES
+
+    job = JobBuilder(tmp_path / "py")
+    names = ["train-0-stepstart-2000_train-0-stepend-3000", "train-1-stepstart-3000_train-1-stepend-4000"]
+    for name, sample in zip(names, ["pyinstrument-4.7.3.json", "pyinstrument-5.1.3.json"]):
+        job.pyinstrument("algo-1", name, sample)
+    ingest(str(tmp_path / "py"), str(store_path))
+    result = Profiles(str(store_path)).by_step(0, 1)
+    assert result.profiler == "pyinstrument"  # the only data there is
+    frames = []
+    for sample in ["pyinstrument-4.7.3.json", "pyinstrument-5.1.3.json"]:
+        frames += _json_frames(__import__("json").loads((FORMAT_SAMPLES / sample).read_bytes())["root_frame"])
+    rows = {r["function"]: r for r in result.table.to_pylist()}
+    for key in {f[0] for f in frames}:
+        mine = [f for f in frames if f[0] == key]
+        assert rows[key]["self_time"] == pytest.approx(sum(f[2] for f in mine), abs=1e-9)
+        # Inclusive time: only frames with no ancestor of the same function (recursion counted once).
+        outer = [f for f in mine if key not in f[3][:-1]]
+        assert rows[key]["total_time"] == pytest.approx(sum(f[1] for f in outer), abs=1e-9)
+    fib = next(k for k in rows if k.endswith("(fib)"))
+    assert rows[fib]["total_time"] < sum(f[1] for f in frames if f[0] == fib)  # naive sum would double count
+    # The merged call tree: one node per distinct call path, times summed across both sessions.
+    tree = result.call_tree().to_pylist()
+    paths = {}
+    for f in frames:
+        paths[f[3]] = paths.get(f[3], 0.0) + f[1]
+    assert len(tree) == len(paths)
+    assert sorted(round(r["time"], 9) for r in tree) == sorted(round(t, 9) for t in paths.values())
+
+
+def test_source_may_be_the_framework_folder_or_inside_it(tmp_path):
+    job = JobBuilder(tmp_path / "runs" / "job-7")
+    job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000")
+    job.cprofile("algo-2", "train-0-stepstart-2000_train-0-stepend-3000")
+    for source, expected in [
+        (tmp_path / "runs", "job-7"),
+        (tmp_path / "runs" / "job-7", "job-7"),
+        (tmp_path / "runs" / "job-7" / "framework", "job-7"),
+        (tmp_path / "runs" / "job-7" / "framework" / "pytorch" / "cprofile", "job-7"),
+        (tmp_path / "runs" / "job-7" / "framework" / "pytorch" / "cprofile" / "algo-2", "job-7"),
+    ]:
+        store = str(tmp_path / f"store-{len(source.parts)}")
+        ingest(str(source), store)
+        assert Profiles(store).job_ids() == [expected], source
+    ingest(str(tmp_path / "runs"), str(tmp_path / "named"), job_id="nightly-42")
+    assert Profiles(str(tmp_path / "named")).job_ids() == ["nightly-42"]
+
+
+def test_queries_and_schemas_ship_inside_the_wheel(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = tmp_path.glob("proflake-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for sql in (root / "queries").glob("*.sql"):
+        assert f"etl/queries/{sql.name}" in names
+    for schema in (root / "schemas").glob("*.json"):
+        assert f"etl/schemas/{schema.name}" in names
+    assert "etl/py.typed" in names
