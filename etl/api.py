@@ -208,6 +208,10 @@ class Profiles:
         """Ingest runs, newest first (queries/list_batches.sql)."""
         return queries.run_named(self.connection(), "list_batches", {})
 
+    def errors(self, kind: str | None = None) -> pa.Table:
+        """The quarantine, newest failure first (queries/list_errors.sql)."""
+        return queries.run_named(self.connection(), "list_errors", {"error_kind": kind})
+
     def job_ids(self) -> list[str]:
         return self.jobs()["job_id"].to_pylist()
 

@@ -125,15 +125,24 @@ def cli() -> None:
 @click.option("--job", metavar="ID", help="Job id for every interval (default: derived from the path above framework/).")
 @click.option("--full-refresh", is_flag=True, help="Rebuild the store from SOURCE instead of adding what is new.")
 @click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, help="Seconds to wait for another run's lock.")
+@click.option("--workers", type=click.IntRange(min=1), help="Parse worker processes (default: one per core).")
+@click.option("--max-file-mb", type=click.FloatRange(min=0), default=512, show_default=True,
+              help="Quarantine stats files larger than this instead of reading them.")
+@click.option("--worker-memory-mb", type=click.IntRange(min=64), default=2048, show_default=True,
+              help="Address-space limit of each parse worker; a file needing more is quarantined.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
-def ingest(source: str, store: Store, job: str | None, full_refresh: bool, wait: float, as_json: bool) -> None:
+def ingest(
+    source: str, store: Store, job: str | None, full_refresh: bool, wait: float, workers: int | None,
+    max_file_mb: float, worker_memory_mb: int, as_json: bool,
+) -> None:
     """Ingest the stats files under SOURCE: a folder or s3://bucket/prefix holding a job's framework/ tree,
     several jobs, or any folder inside one. Only new or changed files are read."""
     from etl.ingest import ingest as run_ingest
 
     report = run_ingest(
         source, store, job_id=job, full_refresh=full_refresh, s3=store.s3 or S3Config.from_env(),
-        wait=wait, log=_say, progress=_progress(),
+        wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
+        log=_say, progress=_progress(),
     )
     for uri in report.unrecognised[:20]:
         _say(f"skipped (fits no smdebug layout): {uri}")
@@ -214,6 +223,15 @@ def compact(store: Store, retention_hours: int, wait: float, as_json: bool) -> N
     _say(report.summary())
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=1))
+
+
+@cli.command()
+@store_option
+@click.option("--kind", metavar="KIND", help="Only errors of this kind (cprofile, layout, crash, ...).")
+@output_options
+def errors(store: Store, kind: str | None, fmt: str, output: str | None) -> None:
+    """List the quarantine: stats files that could not be ingested, and why (retried every run)."""
+    _emit(Profiles(store).errors(kind), fmt, output)
 
 
 @cli.command()

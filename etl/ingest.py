@@ -28,15 +28,14 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
-from etl.errors import LayoutError, ParseError, ProflakeError
+from etl.errors import LayoutError, ProflakeError
 from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, parse_stats_path
 from etl.lock import StoreLock
-from etl.readers.cprofile import read_cprofile
-from etl.readers.pyinstrument import read_pyinstrument
 from etl.s3 import S3Config
 from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
 from etl.sources.base import Source, SourceObject, open_source
 from etl.store import FACT_TABLES, Store, raw_view, sql_string
+from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Failure, ParsePool, Task
 
 # Fact rows held in memory before they are appended; bounds memory however large the corpus.
 # PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more commits).
@@ -50,6 +49,8 @@ class FailedFile:
     uri: str
     kind: str
     message: str
+    size: int | None = None
+    version: str | None = None
 
 
 @dataclass
@@ -105,7 +106,7 @@ class IngestReport:
             "new_intervals": self.new_intervals,
             "replaced_intervals": self.replaced_intervals,
             "unchanged": self.unchanged,
-            "failed": [f.__dict__ for f in self.failed],
+            "failed": [{"uri": f.uri, "kind": f.kind, "message": f.message} for f in self.failed],
             "unrecognised": self.unrecognised,
             "repaired_batches": self.repaired,
             "rows": self.rows,
@@ -152,6 +153,9 @@ def job_id_for(base: tuple[str, ...], source_root: tuple[str, ...]) -> str:
     return base[-1] if base and base[-1] not in ("/", "") else "default"
 
 
+DEFAULT_MAX_FILE_MB = 512
+
+
 def ingest(
     source: str | Source,
     store: Store | str | None = None,
@@ -160,10 +164,18 @@ def ingest(
     full_refresh: bool = False,
     s3: S3Config | None = None,
     wait: float = 0.0,
+    workers: int | None = None,
+    max_file_mb: float = DEFAULT_MAX_FILE_MB,
+    worker_memory_mb: int = DEFAULT_MEMORY_MB,
+    parse_timeout_s: float = DEFAULT_TIMEOUT_S,
     log: Callable[[str], None] | None = None,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Ingest every new or changed stats file under ``source`` into ``store``; never raises for a bad file."""
+    """Ingest every new or changed stats file under ``source`` into ``store``.
+
+    A bad file never raises: it is reported, quarantined in ``ingest_errors`` and retried next run.
+    Parsing runs in ``workers`` processes (default: one per core) limited to ``worker_memory_mb``.
+    """
     started = time.perf_counter()
     s3 = s3 or S3Config.from_env()
     st = store if isinstance(store, Store) else Store(store, s3=s3)
@@ -172,27 +184,50 @@ def ingest(
     report = IngestReport(batch_id=new_batch_id(now), source=src.uri, store=st.location, full_refresh=full_refresh)
     say = log or (lambda message: None)
     bar = progress or Progress()
+    replaced: dict[str, str] = {}  # source_uri -> interval_id of the version being replaced
+
+    def fail(obj: SourceObject, kind: str, message: str) -> None:
+        report.failed.append(FailedFile(obj.uri, kind, message, obj.size, obj.version))
+        replaced.pop(obj.uri, None)
+        say(f"failed: {obj.uri}: {message}")
 
     st.create()
     with StoreLock(st, wait=wait, purpose="proflake ingest"):
         report.repaired = repair(st, log=say)
-        candidates = _discover(src, report, bar)
+        candidates = _discover(src, report, bar, fail)
         known = {} if full_refresh else st.ingested_versions()
-        todo: list[_Candidate] = []
-        replaced: dict[str, str] = {}  # source_uri -> interval_id of the version being replaced
+        existing = {} if full_refresh else st.interval_keys()
+        todo: list[tuple[_Candidate, str]] = []
+        claimed: dict[tuple, str] = {}
         for candidate in candidates:
-            if candidate.stats is None:
+            obj = candidate.stats
+            if obj is None:
                 report.unrecognised.append(candidate.html.uri)  # type: ignore[union-attr]
                 continue
-            previous = known.get(candidate.stats.uri)
-            if previous is not None and previous[1:] == (candidate.stats.size, candidate.stats.version):
+            if obj.problem:
+                fail(obj, obj.problem_kind or "unsafe_path", f"{obj.uri} {obj.problem}")
+                continue
+            previous = known.get(obj.uri)
+            if previous is not None and previous[1:] == (obj.size, obj.version):
                 report.unchanged += 1
                 continue
+            if obj.size > max_file_mb * 1024 * 1024:
+                fail(obj, "too_large", f"{obj.uri} is {obj.size / 1e6:.0f} MB, over the {max_file_mb:g} MB limit (--max-file-mb)")
+                continue
+            job = job_id or job_id_for(candidate.path.base, src.root_parts)
+            path = candidate.path
+            key = (job, path.profiler, path.node_id, path.start_time_us, path.end_time_us)
+            other = claimed.get(key) or existing.get(key)
+            if other is not None and other != obj.uri:
+                fail(obj, "duplicate", f"{obj.uri} describes the same interval as {other}")
+                continue
+            claimed[key] = obj.uri
             if previous is not None:
-                replaced[candidate.stats.uri] = previous[0]
-            todo.append(candidate)
+                replaced[obj.uri] = previous[0]
+            todo.append((candidate, job))
 
         if not todo and not full_refresh:
+            _update_quarantine(st, report, set(), now)
             report.seconds = time.perf_counter() - started
             _record(st, report, "committed", datetime.now(timezone.utc))  # a run that found nothing new
             bar.done()
@@ -200,26 +235,29 @@ def ingest(
 
         _record(st, report, "started", now)
         writer = _BatchWriter(st, report.batch_id)
-        bar.reading(len(todo), sum(c.stats.size for c in todo))  # type: ignore[union-attr]
-        for candidate, data in _read_ahead(src, todo):
-            obj = candidate.stats
-            assert obj is not None
-            try:
+        bar.reading(len(todo), sum(c.stats.size for c, _ in todo))  # type: ignore[union-attr]
+        pending: dict[int, tuple[_Candidate, str]] = {}
+
+        def tasks() -> Iterator[Task]:
+            for index, ((candidate, job), data) in enumerate(_read_ahead(src, todo)):
+                obj = candidate.stats
                 if isinstance(data, BaseException):
-                    raise data
+                    fail(obj, "read", str(data))
+                    bar.advance(1, obj.size)
+                    continue
                 report.bytes_read += len(data)
-                row, facts = _parse(candidate, data, src, job_id, report.batch_id, now)
-            except ParseError as e:
-                report.failed.append(FailedFile(obj.uri, e.kind, str(e)))
-                say(f"failed: {obj.uri}: {e}")
-                replaced.pop(obj.uri, None)
-            except ProflakeError as e:
-                report.failed.append(FailedFile(obj.uri, "read", str(e)))
-                say(f"failed: {obj.uri}: {e}")
-                replaced.pop(obj.uri, None)
-            else:
-                writer.add(row, facts)
-            bar.advance(1, obj.size)
+                pending[index] = (candidate, job)
+                yield Task(index, candidate.path.profiler, data)
+
+        with ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s) as pool:
+            for index, result in pool.parse(tasks()):
+                candidate, job = pending.pop(index)
+                obj = candidate.stats
+                if isinstance(result, Failure):
+                    fail(obj, result.kind, f"{obj.uri}: {result.message}")
+                else:
+                    writer.add(_interval_row(candidate, job, report.batch_id, now, result.summary), result.facts)
+                bar.advance(1, obj.size)
 
         bar.writing("committing")
         writer.flush()
@@ -233,10 +271,41 @@ def ingest(
                 st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
         elif replaced:
             st.delete_rows_of("interval_id", sorted(replaced.values()))
+        _update_quarantine(st, report, {row["source_uri"] for row in writer.intervals}, now)
         report.seconds = time.perf_counter() - started
         _record(st, report, "committed", datetime.now(timezone.utc))
     bar.done()
     return report
+
+
+def _update_quarantine(store: Store, report: IngestReport, ingested: set[str], now: datetime) -> None:
+    """Add this run's failures, count repeats, and release files that ingested (or are already in)."""
+    current = store.delta("ingest_errors").to_pyarrow_table().to_pylist()
+    if not current and not report.failed:
+        return
+    live = set(store.ingested_versions())
+    failed = {f.uri: f for f in report.failed}
+    rows = []
+    for row in current:
+        uri = row["source_uri"]
+        if uri in ingested or uri in live:
+            continue
+        if uri in failed:
+            f = failed.pop(uri)
+            row.update(
+                source_size=f.size, source_version=f.version, error_kind=f.kind, message=f.message,
+                last_seen=now, attempts=row["attempts"] + 1, batch_id=report.batch_id,
+            )
+        rows.append(row)
+    for f in failed.values():
+        rows.append(
+            {
+                "source_uri": f.uri, "source_size": f.size, "source_version": f.version, "error_kind": f.kind,
+                "message": f.message, "first_seen": now, "last_seen": now, "attempts": 1, "batch_id": report.batch_id,
+            }
+        )
+    if rows != current:
+        store.replace_table("ingest_errors", pa.Table.from_pylist(rows, schema=arrow_schema("ingest_errors")), report.batch_id)
 
 
 def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
@@ -296,7 +365,9 @@ def _record(store: Store, report: IngestReport, event: str, at: datetime) -> Non
     store.append("batches", pa.Table.from_pylist([row], schema=arrow_schema("batches")), report.batch_id)
 
 
-def _discover(src: Source, report: IngestReport, bar: Progress) -> list[_Candidate]:
+def _discover(
+    src: Source, report: IngestReport, bar: Progress, fail: Callable[[SourceObject, str, str], None]
+) -> list[_Candidate]:
     by_interval: dict[tuple[str, ...], _Candidate] = {}
     for obj in src.list():
         report.files_seen += 1
@@ -305,12 +376,14 @@ def _discover(src: Source, report: IngestReport, bar: Progress) -> list[_Candida
         try:
             path = parse_stats_path(obj.parts)
         except LayoutError as e:
-            report.failed.append(FailedFile(obj.uri, e.kind, str(e)))
+            fail(obj, e.kind, f"{obj.uri}: {e}")
             continue
         if path is None:
             report.unrecognised.append(obj.uri)
             continue
-        key = path.interval_dir + (("cprofile",) if path.file_name == CPROFILE_FILE else ("pyinstrument",))
+        # One candidate per stats directory: a pyinstrument json and its html pair up; two directories
+        # naming the same interval stay two candidates (the second is reported as a duplicate).
+        key = (*obj.parts[:-1], "cprofile" if path.file_name == CPROFILE_FILE else "pyinstrument")
         candidate = by_interval.setdefault(key, _Candidate(path))
         if path.file_name == PYINSTRUMENT_HTML_FILE:
             candidate.html = obj
@@ -319,46 +392,43 @@ def _discover(src: Source, report: IngestReport, bar: Progress) -> list[_Candida
             candidate.path = path
     bar.listing(report.files_seen)
     report.intervals_seen = sum(1 for c in by_interval.values() if c.stats is not None)
-    return sorted(by_interval.values(), key=lambda c: (c.path.node_id, c.path.start_time_us))
+    # Path order breaks ties, so which of two directories naming one interval is kept is predictable.
+    return sorted(by_interval.values(), key=lambda c: (c.path.node_id, c.path.start_time_us, (c.stats or c.html).parts))  # type: ignore[union-attr]
 
 
-def _read_ahead(src: Source, candidates: Iterable[_Candidate]) -> Iterator[tuple[_Candidate, bytes | BaseException]]:
+def _read_ahead(
+    src: Source, items: Iterable[tuple[_Candidate, str]]
+) -> Iterator[tuple[tuple[_Candidate, str], bytes | BaseException]]:
     """Read objects on a small thread pool, in order, with at most READ_AHEAD in flight (bounded memory)."""
-    pending: deque[tuple[_Candidate, Future]] = deque()
+    pending: deque[tuple[tuple[_Candidate, str], Future]] = deque()
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="proflake-read") as pool:
-        for candidate in candidates:
-            pending.append((candidate, pool.submit(src.read, candidate.stats)))
+        for item in items:
+            pending.append((item, pool.submit(src.read, item[0].stats)))
             if len(pending) >= READ_AHEAD:
                 yield _settle(*pending.popleft())
         while pending:
             yield _settle(*pending.popleft())
 
 
-def _settle(candidate: _Candidate, future: Future) -> tuple[_Candidate, bytes | BaseException]:
+def _settle(item: tuple[_Candidate, str], future: Future) -> tuple[tuple[_Candidate, str], bytes | BaseException]:
     try:
-        return candidate, future.result()
+        return item, future.result()
     except ProflakeError as e:
-        return candidate, e
+        return item, e
 
 
 def _timestamp(us: float) -> datetime:
     return datetime.fromtimestamp(round(us) / 1e6, tz=timezone.utc)
 
 
-def _parse(
-    candidate: _Candidate,
-    data: bytes,
-    src: Source,
-    job_override: str | None,
-    batch_id: str,
-    now: datetime,
-) -> tuple[dict, dict[str, pa.Table]]:
+def _interval_row(candidate: _Candidate, job_id: str, batch_id: str, now: datetime, summary: dict) -> dict:
+    """The intervals row: what the path says, plus what the parsed contents say (``summary``)."""
     path, obj = candidate.path, candidate.stats
     assert obj is not None
-    row: dict = {
+    return {
         "interval_id": interval_id(obj),
         "batch_id": batch_id,
-        "job_id": job_override or job_id_for(path.base, src.root_parts),
+        "job_id": job_id,
         "framework": path.framework,
         "node_id": path.node_id,
         "start_mode": path.start_mode,
@@ -380,29 +450,8 @@ def _parse(
         "source_size": obj.size,
         "source_version": obj.version,
         "ingested_at": now,
+        **summary,
     }
-    if path.profiler == "cprofile":
-        cprofile = read_cprofile(data)
-        facts = {"function_stats": cprofile.functions, "function_callers": cprofile.callers}
-        row.update(
-            function_count=cprofile.functions.num_rows,
-            profiled_seconds=cprofile.profiled_seconds,
-            is_empty=cprofile.functions.num_rows == 0,
-        )
-    else:
-        session = read_pyinstrument(data)
-        facts = {"pyinstrument_frames": session.frames}
-        row.update(
-            function_count=session.frames.num_rows,
-            profiled_seconds=session.profiled_seconds,
-            is_empty=session.is_empty,
-            session_start_time=session.start_time,
-            session_duration_s=session.duration,
-            session_sample_count=session.sample_count,
-            session_cpu_time_s=session.cpu_time,
-            session_target=session.target,
-        )
-    return row, facts
 
 
 class _BatchWriter:

@@ -56,10 +56,6 @@ class IntervalPath:
     def job_phase(self) -> str:
         return job_phase(self.start_phase, self.end_phase)
 
-    @property
-    def interval_dir(self) -> tuple[str, ...]:
-        """Components that identify the interval, shared by a pyinstrument json and its html."""
-        return (*self.base, self.framework, self.profiler, self.node_id, str(self.start_time_us), str(self.end_time_us))
 
 
 def job_phase(start_phase: str, end_phase: str) -> str:

@@ -15,7 +15,7 @@ from etl.resources import resource_dir
 
 TABLE_NAMES: tuple[str, ...] = ("intervals", "function_stats", "function_callers", "pyinstrument_frames")
 # Ingest bookkeeping, stored beside the data tables.
-BOOKKEEPING_TABLES: tuple[str, ...] = ("batches",)
+BOOKKEEPING_TABLES: tuple[str, ...] = ("batches", "ingest_errors")
 ALL_TABLES: tuple[str, ...] = TABLE_NAMES + BOOKKEEPING_TABLES
 
 # Types are the ones every Delta reader (Spark, Trino, Athena, DuckDB) maps without loss.

@@ -240,6 +240,27 @@ class Store:
             con.register(f"_{view}_empty", empty)
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_empty")
 
+    def interval_keys(self) -> dict[tuple, str]:
+        """(job_id, profiler, node_id, start_time_us, end_time_us) -> source_uri of every live interval."""
+        if not self.exists():
+            return {}
+        columns = ["job_id", "profiler", "node_id", "start_time_us", "end_time_us", "source_uri"]
+        table = self.delta("intervals").to_pyarrow_table(columns=columns)
+        values = [table[c].to_pylist() for c in columns]
+        return {tuple(row[:-1]): row[-1] for row in zip(*values)}
+
+    def replace_table(self, name: str, rows: pa.Table, batch_id: str) -> None:
+        """Overwrite a small bookkeeping table in one commit."""
+        write_deltalake(
+            self.table_uri(name),
+            self._prepare(name, rows),
+            mode="overwrite",
+            writer_properties=WRITER_PROPERTIES,
+            storage_options=self.storage_options,
+            commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
+        )
+        crash_points.committed()
+
     def ingested_versions(self) -> dict[str, tuple[str, int, str]]:
         """source_uri -> (interval_id, size, version) for every live interval."""
         if not self.exists():

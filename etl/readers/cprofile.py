@@ -50,8 +50,15 @@ def _check_key(key: object) -> FunctionKey:
     return key  # type: ignore[return-value]
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _is_number(x: object) -> bool:
-    return (type(x) is float and math.isfinite(x)) or type(x) is int
+    return (type(x) is float and math.isfinite(x)) or (type(x) is int and abs(x) <= _INT64_MAX)
+
+
+def _is_count(x: object) -> bool:
+    return type(x) is int and 0 <= x <= _INT64_MAX
 
 
 def _preview(value: object) -> str:
@@ -74,7 +81,7 @@ def decode(data: bytes) -> dict[FunctionKey, FunctionValue]:
         if type(value) is not tuple or len(value) != 5:
             raise _bad(f"entry for {_preview(key)} is not (cc, nc, tt, ct, callers)")
         cc, nc, tt, ct, callers = value
-        if type(cc) is not int or type(nc) is not int or not _is_number(tt) or not _is_number(ct):
+        if not _is_count(cc) or not _is_count(nc) or not _is_number(tt) or not _is_number(ct):
             raise _bad(f"counts or times of {_preview(key)} are not numbers")
         if type(callers) is not dict:
             raise _bad(f"callers of {_preview(key)} are not a dict")
@@ -83,8 +90,8 @@ def decode(data: bytes) -> dict[FunctionKey, FunctionValue]:
             if (
                 type(edge) is not tuple
                 or len(edge) != 4
-                or type(edge[0]) is not int
-                or type(edge[1]) is not int
+                or not _is_count(edge[0])
+                or not _is_count(edge[1])
                 or not _is_number(edge[2])
                 or not _is_number(edge[3])
             ):
@@ -95,6 +102,13 @@ def decode(data: bytes) -> dict[FunctionKey, FunctionValue]:
 def read_cprofile(data: bytes) -> CProfileData:
     """Parse a cProfile dump into column tables (see schemas/function_stats.json, function_callers.json)."""
     stats = decode(data)
+    try:
+        return _columns(stats)
+    except UnicodeEncodeError as e:  # marshal can carry lone surrogates, which are not text
+        raise _bad("a function or file name is not valid Unicode") from e
+
+
+def _columns(stats: dict[FunctionKey, FunctionValue]) -> CProfileData:
     keys = list(stats)
     values = list(stats.values())
     names = [pstats.func_std_string(k) for k in keys]
@@ -113,8 +127,8 @@ def read_cprofile(data: bytes) -> CProfileData:
             "function_name": pa.array(function_names, pa.string()),
             "primitive_calls": pa.array(cc, pa.int64()),
             "total_calls": pa.array(nc, pa.int64()),
-            "tottime": pa.array(tt, pa.float64()),
-            "cumtime": pa.array(ct, pa.float64()),
+            "tottime": pa.array([float(x) for x in tt], pa.float64()),
+            "cumtime": pa.array([float(x) for x in ct], pa.float64()),
         }
     )
 
@@ -146,8 +160,8 @@ def read_cprofile(data: bytes) -> CProfileData:
             "caller_function_name": pa.array(c_names, pa.string()),
             "total_calls": pa.array(e_nc, pa.int64()),
             "primitive_calls": pa.array(e_cc, pa.int64()),
-            "tottime": pa.array(e_tt, pa.float64()),
-            "cumtime": pa.array(e_ct, pa.float64()),
+            "tottime": pa.array([float(x) for x in e_tt], pa.float64()),
+            "cumtime": pa.array([float(x) for x in e_ct], pa.float64()),
         }
     )
-    return CProfileData(functions=functions, callers=caller_table, profiled_seconds=float(math.fsum(tt)))
+    return CProfileData(functions=functions, callers=caller_table, profiled_seconds=math.fsum(map(float, tt)))

@@ -23,6 +23,7 @@ from etl.errors import ParseError
 from etl.readers.jsontree import loads_deep
 
 SELF_MARKER = "[self]"
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,14 @@ def _optional_number(doc: dict, field: str) -> float | None:
     return float(value)
 
 
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def path_hash(parent: int | None, function_key: str) -> int:
     """A call path's id: stable across intervals and runs, so trees merge with GROUP BY."""
     digest = hashlib.blake2b(f"{parent}\x00{function_key}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
@@ -82,13 +91,16 @@ def read_pyinstrument(data: bytes) -> PyinstrumentData:
     if "root_frame" not in doc:
         raise _bad("it has no root_frame")
     target = doc.get("target_description", doc.get("program"))
-    if target is not None and type(target) is not str:
-        raise _bad("target_description/program is not a string")
+    if target is not None and (type(target) is not str or not _is_text(target)):
+        raise _bad("target_description/program is not a valid string")
     sample_count = doc.get("sample_count")
-    if sample_count is not None and (type(sample_count) is not int or sample_count < 0):
+    if sample_count is not None and (type(sample_count) is not int or not 0 <= sample_count <= _INT64_MAX):
         raise _bad(f"sample_count is {sample_count!r}, expected a non-negative integer")
     columns = _flatten(doc["root_frame"])
-    frames = pa.table(columns, schema=_FRAME_SCHEMA)
+    try:
+        frames = pa.table(columns, schema=_FRAME_SCHEMA)
+    except UnicodeEncodeError as e:  # JSON escapes can spell lone surrogates, which are not text
+        raise _bad("a function or file name is not valid Unicode") from e
     return PyinstrumentData(
         frames=frames,
         start_time=_optional_number(doc, "start_time"),
@@ -146,8 +158,8 @@ def _flatten(root: object) -> dict[str, list]:
         line = frame.get("line_no", 0)
         if line is None:
             line = 0
-        if type(line) is not int:
-            raise _bad(f"frame field 'line_no' is {line!r}, expected an integer")
+        if type(line) is not int or not 0 <= line <= _INT64_MAX:
+            raise _bad(f"frame field 'line_no' is {line!r}, expected a line number")
         time = _number(frame, "time")
         children = frame.get("children", [])
         if children is None:

@@ -15,6 +15,8 @@ class SourceObject:
     parts: tuple[str, ...]  # path components, for the layout parser and job ids
     size: int
     version: str  # ETag or modification time: a changed version means a changed file
+    problem: str | None = None  # why the object must not be read (a symlink, an unsafe key), if so
+    problem_kind: str | None = None  # the quarantine's error_kind for that problem
 
 
 class Source(Protocol):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from etl.sources.base import SourceObject
 class LocalSource:
     """Lists files below a folder and reads their bytes.
 
-    Symbolic links are not followed: a link could lead outside the folder being ingested.
+    Symbolic links are never followed: a link could lead outside the folder being ingested. Links to
+    files are listed with a ``problem`` so a stats file behind one is reported, not silently skipped.
     """
 
     def __init__(self, root: str | os.PathLike) -> None:
@@ -41,7 +43,18 @@ class LocalSource:
                     st = os.lstat(path)
                 except OSError:
                     continue  # vanished between listing and stat
-                if not os.path.isfile(path) or os.path.islink(path):
+                if stat.S_ISLNK(st.st_mode):
+                    target = os.readlink(path)
+                    yield SourceObject(
+                        uri=path,
+                        parts=Path(path).parts,
+                        size=st.st_size,
+                        version=str(st.st_mtime_ns),
+                        problem=f"is a symbolic link (to {target!r}); links are not followed",
+                        problem_kind="symlink",
+                    )
+                    continue
+                if not stat.S_ISREG(st.st_mode):
                     continue
                 yield SourceObject(
                     uri=path,
@@ -52,7 +65,9 @@ class LocalSource:
 
     def read(self, obj: SourceObject) -> bytes:
         try:
-            with open(obj.uri, "rb") as f:
+            # O_NOFOLLOW: a file swapped for a link after listing is still not followed.
+            fd = os.open(obj.uri, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as f:
                 return f.read()
         except OSError as e:
             raise SourceError(f"cannot read {obj.uri!r}: {e.strerror}") from e

@@ -30,11 +30,16 @@ class S3Source:
                     key = item["Key"]
                     if key.endswith("/"):
                         continue  # a "folder" placeholder object
+                    parts = key.split("/")
+                    unsafe = any(p in ("..", ".") for p in parts) or key.startswith("/")
                     yield SourceObject(
                         uri=f"s3://{self.bucket}/{key}",
-                        parts=(self.bucket, *key.split("/")),
+                        parts=(self.bucket, *parts),
                         size=int(item["Size"]),
                         version=str(item.get("ETag", "")).strip('"'),
+                        # A '..' in a key would climb out of the source's prefix if ever used as a path.
+                        problem="has '.' or '..' path segments in its key; such keys are not read" if unsafe else None,
+                        problem_kind="unsafe_path" if unsafe else None,
                     )
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
             raise explain_client_error(e, self.uri) from e
