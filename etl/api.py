@@ -370,8 +370,33 @@ class Profiles:
         return self.fetch("by_job_phase", **scope)
 
     def sql(self, query: str, params: dict[str, Any] | None = None) -> pa.Table:
-        """Ad hoc SQL over the store's tables (intervals, function_stats, ...)."""
-        return queries.run(self.connection(), query, params or {})
+        """Ad hoc SQL over the store's tables and convenience views (intervals, function_stats,
+        step_wall_time, ...), on a read-only connection (etl/readonly.py): only queries run, and ``params``
+        are bound by DuckDB as named parameters ($name), never pasted into the SQL."""
+        from etl import readonly
+
+        return readonly.run(self._sql_connection(), query, params)
+
+    def sql_schema(self) -> pa.Table:
+        """The tables and views ``sql`` sees, one row per column: name, kind, position, column_name, data_type."""
+        from etl import readonly
+
+        return readonly.schema(self._sql_connection())
+
+    def _sql_connection(self) -> duckdb.DuckDBPyConnection:
+        """The read-only connection of ``sql``, rebuilt whenever the fetch connection is (after ``refresh()``),
+        so both see the same version of the store."""
+        from etl import readonly
+
+        base = self.connection()
+        cached = getattr(self, "_sql_con", None)
+        if cached is not None and cached[0] is base:
+            return cached[1]
+        if cached is not None:
+            cached[1].close()
+        con = readonly.connect(self.store)
+        self._sql_con = (base, con)
+        return con
 
 
 def _profiler(profiler: str | None) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from etl.catalog import refresh_catalogs
 from etl.lock import StoreLock
 from etl.schema import ALL_TABLES
 from etl.store import WRITER_PROPERTIES, Store
@@ -47,15 +48,17 @@ def compact(store: Store, *, retention_hours: int = DEFAULT_RETENTION_HOURS, wai
     # finding its own rows.
     with StoreLock(store, wait=wait, purpose="proflake compact"):
         for name in ALL_TABLES:
-            table = store.delta(name)
-            metrics = table.optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=WRITER_PROPERTIES)
-            vacuumed = table.vacuum(
-                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
-            )
+            metrics = store.delta(name).optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=WRITER_PROPERTIES)
             report.tables[name] = {
                 "files_removed": int(metrics.get("numFilesRemoved", 0)),
                 "files_added": int(metrics.get("numFilesAdded", 0)),
-                "files_vacuumed": len(vacuumed),
             }
+        # Catalogs name files: move them to the compacted ones before vacuum may delete the old.
+        refresh_catalogs(store)
+        for name in ALL_TABLES:
+            vacuumed = store.delta(name).vacuum(
+                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
+            )
+            report.tables[name]["files_vacuumed"] = len(vacuumed)
     report.seconds = time.perf_counter() - started
     return report

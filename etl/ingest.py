@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
+from etl.catalog import refresh_catalogs
 from etl.errors import LayoutError, ProflakeError
 from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, parse_stats_path
 from etl.lock import StoreLock
@@ -274,6 +275,8 @@ def ingest(
         _update_quarantine(st, report, {row["source_uri"] for row in writer.intervals}, now)
         report.seconds = time.perf_counter() - started
         _record(st, report, "committed", datetime.now(timezone.utc))
+        # BI catalogs list the live files by name: point them at this batch's.
+        refresh_catalogs(st, log=say)
     bar.done()
     return report
 

@@ -234,7 +234,7 @@ def test_readme_sql_examples_run_on_a_sample_job(tmp_path):
     from etl.sample_job import generate_sample_job
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Ad hoc SQL", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### Ad hoc SQL", 1)[1].split("\n### ", 1)[0]
     examples = re.findall(r"\n    (-- .*?;)\n", section, flags=re.S)
     assert len(examples) == 4
     generate_sample_job(tmp_path / "job", nodes=2, train_steps=2, eval_steps=1)

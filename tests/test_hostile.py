@@ -147,7 +147,7 @@ def _check_table(table, name: str) -> None:
         assert schema.field(field.name).type == field.type
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=512))
 def test_cprofile_reader_on_arbitrary_bytes(data):
     try:
