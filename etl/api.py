@@ -100,7 +100,7 @@ class FetchResult:
         """cProfile caller edges aggregated like the functions (pstats.add_callers)."""
         self._require("cprofile", "callers")
         if self._callers is None:
-            self._callers = self._profiles._rollup(self.method, "rollup_callers", self._selection_params)
+            self._callers = self._profiles._rollup(self.intervals, "rollup_callers", self._selection_params)
         return self._callers
 
     def to_pstats(self, group: tuple = ()) -> pstats.Stats:
@@ -128,7 +128,7 @@ class FetchResult:
             return self.table
         if self._all_functions is None:
             params = {**self._selection_params, "top": None}
-            self._all_functions = self._profiles._rollup(self.method, "rollup_cprofile", params)
+            self._all_functions = self._profiles._rollup(self.intervals, "rollup_cprofile", params)
         return self._all_functions
 
     def write_prof(self, path: str, group: tuple = ()) -> None:
@@ -138,7 +138,7 @@ class FetchResult:
     def call_tree(self) -> pa.Table:
         """pyinstrument: the selected call trees merged by call path (see queries/call_tree.sql)."""
         self._require("pyinstrument", "call trees")
-        return self._profiles._rollup(self.method, "call_tree", self._selection_params)
+        return self._profiles._rollup(self.intervals, "call_tree", self._selection_params)
 
     def _require(self, profiler: str, what: str) -> None:
         if self.profiler != profiler:
@@ -173,6 +173,8 @@ class Profiles:
         self.store = store if isinstance(store, Store) else Store(store)
         self.source_prefix = source_prefix
         self._con: duckdb.DuckDBPyConnection | None = None
+        # Answers that only change with the store's version (jobs, scope summaries), kept until refresh().
+        self._memo: dict[tuple, Any] = {}
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -187,6 +189,12 @@ class Profiles:
         if self._con is not None:
             self._con.close()
         self._con = None
+        self._memo.clear()
+
+    def _memoised(self, key: tuple, compute: Any) -> Any:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def close(self) -> None:
         self.refresh()
@@ -213,7 +221,7 @@ class Profiles:
         return queries.run_named(self.connection(), "list_errors", {"error_kind": kind})
 
     def job_ids(self) -> list[str]:
-        return self.jobs()["job_id"].to_pylist()
+        return list(self._memoised(("job_ids", self.source_prefix), lambda: self.jobs()["job_id"].to_pylist()))
 
     def nodes(
         self, *, job: str | Sequence[str] | None = None, all_jobs: bool = False, profiler: str | None = None
@@ -260,7 +268,10 @@ class Profiles:
             )
         profiler = _profiler(profiler)
         prefix = self.source_prefix
-        summary = queries.run_named(con, "scope", {"job_ids": job_ids, "node_id": None, "source_prefix": prefix}).to_pylist()
+        summary = self._memoised(
+            ("scope", tuple(job_ids or ()), prefix),
+            lambda: queries.run_named(con, "scope", {"job_ids": job_ids, "node_id": None, "source_prefix": prefix}).to_pylist(),
+        )
         by_profiler = {row["profiler"]: row for row in summary}
         if profiler is None and default_profiler:
             profiler = "cprofile" if "cprofile" in by_profiler or not by_profiler else "pyinstrument"
@@ -272,9 +283,12 @@ class Profiles:
                 first = min(candidates, key=lambda r: (r["first_start_time_us"], r["first_node_id"]), default=None)
                 node_id = first["first_node_id"] if first else None
             else:
-                known_nodes = queries.run_named(
-                    con, "list_node_ids", {"job_ids": job_ids, "node_id": None, "profiler": None, "source_prefix": prefix}
-                )["node_id"].to_pylist()
+                known_nodes = self._memoised(
+                    ("nodes", tuple(job_ids or ()), prefix),
+                    lambda: queries.run_named(
+                        con, "list_node_ids", {"job_ids": job_ids, "node_id": None, "profiler": None, "source_prefix": prefix}
+                    )["node_id"].to_pylist(),
+                )
                 if node not in known_nodes:
                     raise UnknownNameError("node", node, known_nodes or ["(no nodes in scope)"])
                 node_id = node
@@ -321,13 +335,13 @@ class Profiles:
             "top": top,
         }
         rollup = "rollup_cprofile" if scope.profiler == "cprofile" else "rollup_pyinstrument"
-        table = self._rollup(method, rollup, rollup_params)
+        table = self._rollup(intervals, rollup, rollup_params)
         unused = [c for c in GROUP_COLUMNS if c not in group_by]
         table = table.drop_columns(unused)
         return FetchResult(method, scope.profiler or "cprofile", scope, intervals, table, group_by, self, rollup_params)
 
-    def _rollup(self, method: str, rollup: str, params: dict[str, Any]) -> pa.Table:
-        return queries.run_rollup(self.connection(), method, rollup, params)
+    def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
+        return queries.run_rollup(self.connection(), selection, rollup, params)
 
     def by_time(self, start_time_s: float, end_time_s: float, **scope: Any) -> FetchResult:
         """Intervals overlapping [start, end] (seconds since the epoch), containment included."""

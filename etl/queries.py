@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from etl.errors import QueryError
 from etl.resources import resource_dir
@@ -64,7 +65,19 @@ def run_named(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any])
     return run(con, query_text(name), params)
 
 
-def run_rollup(con: duckdb.DuckDBPyConnection, selection: str, rollup: str, params: dict[str, Any]) -> pa.Table:
-    """A roll-up over a fetch's selection: ``WITH selection AS (<fetch query>) <roll-up query>``."""
-    sql = f"WITH selection AS (\n{_COMMENT.sub('', query_text(selection))}\n)\n{query_text(rollup)}"
-    return run(con, sql, params)
+def run_rollup(con: duckdb.DuckDBPyConnection, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
+    """A roll-up over a fetch's selected intervals, registered as the table ``selection``.
+
+    The fetch query ran once already to produce the intervals; registering its Arrow result (no copy)
+    spares running it again inside the roll-up.
+    """
+    con.register("selection", selection.select(["interval_id", "node_id", "start_mode", "end_mode", "job_phase"]))
+    starts = selection["start_time_us"]
+    span = {
+        "min_start_time_us": pc.min(starts).as_py() if len(starts) else 0.0,
+        "max_start_time_us": pc.max(starts).as_py() if len(starts) else -1.0,
+    }
+    try:
+        return run(con, query_text(rollup), {**params, **span})
+    finally:
+        con.unregister("selection")

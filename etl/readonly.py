@@ -266,7 +266,8 @@ def explain(error: BaseException, text: str, offset: int = 0) -> str:
 # -- describing ----------------------------------------------------------------------------------------
 SCHEMA_SQL = """
 SELECT c.table_name AS name,
-       lower(t.table_type) AS kind,
+       -- the store's tables are views over their files, or (intervals) an in-memory copy of them
+       CASE WHEN t.table_type = 'LOCAL TEMPORARY' THEN 'table' ELSE lower(t.table_type) END AS kind,
        c.ordinal_position AS position,
        c.column_name AS column_name,
        c.data_type AS data_type

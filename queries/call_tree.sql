@@ -2,7 +2,7 @@
 -- path (same functions from the root down) become one node, their times summed.
 -- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
 -- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $by_node, $by_modes, $by_job_phase (booleans, as in the roll-ups).
+-- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in the roll-ups).
 -- Columns: node_id, start_mode, end_mode, job_phase, path_id, parent_path_id, depth, function, filename,
 --          lineno, function_name, time, self_time, await_time, frames, intervals.
 SELECT *
@@ -26,6 +26,8 @@ FROM (
         count(DISTINCT p.interval_id) AS intervals
     FROM _pyinstrument_frames_all AS p
     JOIN selection AS s USING (interval_id)
+    -- The selection's time span, so row-group statistics skip the rest of the table.
+    WHERE p.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
     GROUP BY ALL
 ) AS tree
 ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),

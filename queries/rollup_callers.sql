@@ -3,7 +3,7 @@
 -- (callers, print_callers, .prof files) and for call-graph questions.
 -- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
 -- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $by_node, $by_modes, $by_job_phase (booleans, as in rollup_cprofile).
+-- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in rollup_cprofile).
 -- Columns: node_id, start_mode, end_mode, job_phase, filename, lineno, function_name, caller_filename,
 --          caller_lineno, caller_function_name, total_calls, primitive_calls, tottime, cumtime.
 SELECT
@@ -23,4 +23,6 @@ SELECT
     sum(c.cumtime) AS cumtime
 FROM _function_callers_all AS c
 JOIN selection AS s USING (interval_id)
+-- The selection's time span, so row-group statistics skip the rest of the table.
+WHERE c.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
 GROUP BY ALL

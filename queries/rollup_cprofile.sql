@@ -1,9 +1,9 @@
 -- rollup_cprofile: aggregate cProfile function_stats over the intervals in `selection` exactly as
 -- pstats.Stats.add does: per function key (filename, lineno, function_name), sum calls and times.
--- `selection` is the result of one of the fetch queries, supplied by the caller as a CTE.
+-- `selection` holds the intervals one of the fetch queries selected, registered by the caller.
 -- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
 -- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
+-- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
 --             $sort (cumtime | tottime | ncalls | pcalls), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase (NULL unless grouped by), function, filename, lineno,
 --          function_name, primitive_calls, total_calls, tottime, cumtime, intervals.
@@ -22,9 +22,11 @@ FROM (
         CAST(sum(f.total_calls) AS BIGINT) AS total_calls,
         sum(f.tottime) AS tottime,
         sum(f.cumtime) AS cumtime,
-        count(DISTINCT f.interval_id) AS intervals
+        count(*) AS intervals  -- a function appears once per interval: this counts the intervals it is in
     FROM _function_stats_all AS f
     JOIN selection AS s USING (interval_id)
+    -- The selection's time span, so row-group statistics skip the rest of the table.
+    WHERE f.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
     GROUP BY ALL
 ) AS r
 QUALIFY $top IS NULL OR row_number() OVER (

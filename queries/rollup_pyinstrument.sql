@@ -3,7 +3,7 @@
 -- frames on each call path (is_outermost), so recursion is counted once, as a sampling profiler sees it.
 -- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
 -- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $by_node, $by_modes, $by_job_phase, $sort (cumtime -> total_time, tottime -> self_time,
+-- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase, $sort (cumtime -> total_time, tottime -> self_time,
 --             ncalls/pcalls -> frames), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase, function, filename, lineno, function_name, class_name,
 --          self_time, total_time, await_time, frames, intervals.
@@ -26,6 +26,8 @@ FROM (
         count(DISTINCT p.interval_id) AS intervals
     FROM _pyinstrument_frames_all AS p
     JOIN selection AS s USING (interval_id)
+    -- The selection's time span, so row-group statistics skip the rest of the table.
+    WHERE p.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
     GROUP BY ALL
 ) AS r
 QUALIFY $top IS NULL OR row_number() OVER (

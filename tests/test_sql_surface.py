@@ -213,7 +213,8 @@ def test_schema_lists_tables_and_views_with_columns_and_types(store, profiles):
             "step_wall_time", "call_paths", "top_functions"} <= set(by_name)
     assert not [n for n in by_name if n.startswith("_")]
     first = by_name["intervals"][0]
-    assert (first["kind"], first["position"], first["column_name"], first["data_type"]) == ("view", 1, "interval_id", "VARCHAR")
+    assert (first["kind"], first["position"], first["column_name"], first["data_type"]) == ("table", 1, "interval_id", "VARCHAR")
+    assert by_name["function_stats"][0]["kind"] == "view"
     assert ("wall_seconds", "DOUBLE") in {(r["column_name"], r["data_type"]) for r in by_name["step_wall_time"]}
     text = run(["--schema"], store)
     assert text.stdout.splitlines()[0].split() == ["name", "kind", "position", "column_name", "data_type"]
