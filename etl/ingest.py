@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from etl.catalog import refresh_catalogs
 from etl.errors import LayoutError, ProflakeError
-from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, parse_stats_path
+from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, is_stats_file, parse_stats_path
 from etl.lock import StoreLock
 from etl.s3 import S3Config
 from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
@@ -205,9 +205,6 @@ def ingest(
             if obj is None:
                 report.unrecognised.append(candidate.html.uri)  # type: ignore[union-attr]
                 continue
-            if obj.problem:
-                fail(obj, obj.problem_kind or "unsafe_path", f"{obj.uri} {obj.problem}")
-                continue
             previous = known.get(obj.uri)
             if previous is not None and previous[1:] == (obj.size, obj.version):
                 report.unchanged += 1
@@ -376,6 +373,13 @@ def _discover(
         report.files_seen += 1
         if report.files_seen % 1000 == 0:
             bar.listing(report.files_seen)
+        if obj.problem:
+            # Never read, whatever its name says: a stats file is quarantined, anything else skipped.
+            if is_stats_file(obj.parts[-1]):
+                fail(obj, obj.problem_kind or "unsafe_path", f"{obj.uri} {obj.problem}")
+            else:
+                report.unrecognised.append(obj.uri)
+            continue
         try:
             path = parse_stats_path(obj.parts)
         except LayoutError as e:

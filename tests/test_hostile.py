@@ -132,14 +132,6 @@ def test_errors_command_lists_the_quarantine(tmp_path):
     assert all("unknown" in r["message"] or "before it starts" in r["message"] or "does not follow" in r["message"] for r in rows)
 
 
-def test_s3_style_keys_with_dot_segments_are_refused():
-    from etl.sources.base import SourceObject
-
-    # What the S3 source yields for such a key: ingest quarantines it without reading.
-    obj = SourceObject("s3://b/job/../etc/python_stats", ("b", "job", "..", "etc", "python_stats"), 10, "e", "x", "unsafe_path")
-    assert obj.problem_kind == "unsafe_path"
-
-
 # -- property-based: every input parses into schema rows or raises the project's own error -----------
 def _check_table(table, name: str) -> None:
     schema = arrow_schema(name)

@@ -136,3 +136,15 @@ def test_s3_source_errors_are_proflake_errors(s3, bucket):
 
     with pytest.raises(ProflakeError, match="does not exist"):
         list(S3Source("s3://missing-bucket-xyz/p", S3Config(endpoint_url=s3.endpoint)).list())
+
+
+def test_keys_with_dot_segments_are_quarantined_unread(s3, bucket, config, tmp_path):
+    s3.upload_tree(LEGACY, bucket, "job")
+    body = (next(LEGACY.rglob("python_stats"))).read_bytes()
+    sneaky = "job/framework/tensorflow/cProfile/../cProfile/1.0_2.0_151-algo-1_9/python_stats"
+    s3.client().put_object(Bucket=bucket, Key=sneaky, Body=body)
+    report = ingest(f"s3://{bucket}/job", str(tmp_path / "store"), s3=config)
+    assert report.new_intervals == 3 and report.bytes_read == sum(p.stat().st_size for p in LEGACY.rglob("python_stats"))
+    assert [(f.uri, f.kind) for f in report.failed] == [(f"s3://{bucket}/{sneaky}", "unsafe_path")]
+    errors = Profiles(str(tmp_path / "store")).errors().to_pylist()
+    assert [(e["source_uri"], e["error_kind"]) for e in errors] == [(f"s3://{bucket}/{sneaky}", "unsafe_path")]
