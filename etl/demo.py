@@ -24,7 +24,7 @@ def run_demo(store: Store, out: Path, *, stdout: Callable[[str], None], stderr: 
         shutil.rmtree(out)
     out.mkdir(parents=True)
     stderr(f"generating a sample job in {out} ...")
-    job = generate_sample_job(out, nodes=2, train_steps=4, eval_steps=2)
+    generate_sample_job(out, nodes=2, train_steps=4, eval_steps=2)
 
     store.create()
     job_id = job_id_for(out.parts, out.parts)

@@ -33,10 +33,10 @@ from etl.errors import LayoutError, ProflakeError
 from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, is_stats_file, parse_stats_path
 from etl.lock import StoreLock
 from etl.s3 import S3Config
-from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
+from etl.schema import arrow_schema, table_spec
 from etl.sources.base import Source, SourceObject, open_source
 from etl.store import FACT_TABLES, Store, raw_view, sql_string
-from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Failure, ParsePool, Task
+from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Failure, ParsePool, Task, load_facts
 
 # Fact rows held in memory before they are appended; bounds memory however large the corpus.
 # PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more commits).
@@ -247,18 +247,25 @@ def ingest(
                 pending[index] = (candidate, job)
                 yield Task(index, candidate.path.profiler, data)
 
-        with ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s) as pool:
-            for index, result in pool.parse(tasks()):
-                candidate, job = pending.pop(index)
-                obj = candidate.stats
-                if isinstance(result, Failure):
-                    fail(obj, result.kind, f"{obj.uri}: {result.message}")
-                else:
-                    writer.add(_interval_row(candidate, job, report.batch_id, now, result.summary), result.facts)
-                bar.advance(1, obj.size)
-
-        bar.writing("committing")
-        writer.flush()
+        try:
+            with ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s) as pool:
+                for chunk in pool.parse(tasks()):
+                    parsed: list[tuple[dict, dict[str, int]]] = []
+                    for index, result in chunk.outcomes:
+                        candidate, job = pending.pop(index)
+                        obj = candidate.stats
+                        if isinstance(result, Failure):
+                            fail(obj, result.kind, f"{obj.uri}: {result.message}")
+                        else:
+                            row = _interval_row(candidate, job, report.batch_id, now, result.summary)
+                            parsed.append((row, result.counts))
+                        bar.advance(1, obj.size)
+                    writer.add_chunk(parsed, load_facts(chunk.facts))
+            bar.writing("committing")
+            writer.flush()
+            writer.wait()
+        finally:
+            writer.close()
         st.commit_intervals(writer.interval_table(), report.batch_id, sorted(replaced), full_refresh)
         report.rows = writer.rows
         report.new_intervals = writer.interval_count
@@ -462,53 +469,84 @@ def _interval_row(candidate: _Candidate, job_id: str, batch_id: str, now: dateti
 
 
 class _BatchWriter:
-    """Buffers parsed intervals; appends facts in bounded chunks; the intervals are committed by the caller."""
+    """Buffers parsed chunks; appends facts in bounded chunks; the intervals are committed by the caller."""
 
     def __init__(self, store: Store, batch_id: str) -> None:
         self.store = store
         self.batch_id = batch_id
         self.intervals: list[dict] = []
-        self.pending: dict[str, list[tuple[int, pa.Table]]] = {name: [] for name in FACT_TABLES}
+        # Per parsed chunk: the intervals it holds (indices into self.intervals), their row counts per
+        # fact table, and its facts (rows of those intervals, in that order).
+        self.pending: list[tuple[list[int], list[dict[str, int]], dict[str, pa.Table]]] = []
         self.pending_rows = 0
         self.rows: dict[str, int] = {name: 0 for name in ("intervals", *FACT_TABLES)}
-        self._key_schema = arrow_schema("interval_keys")
+        self._key_types = {f.name: f.type for f in arrow_schema("interval_keys")}
         self.flush_rows = int(os.environ.get("PROFLAKE_FLUSH_ROWS") or FLUSH_ROWS)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-write")
+        self._writing: Future | None = None
 
     @property
     def interval_count(self) -> int:
         return len(self.intervals)
 
-    def add(self, row: dict, facts: dict[str, pa.Table]) -> None:
-        index = len(self.intervals)
-        self.intervals.append(row)
-        for name, table in facts.items():
-            if table.num_rows:
-                self.pending[name].append((index, table))
-                self.pending_rows += table.num_rows
+    def add_chunk(self, parsed: list[tuple[dict, dict[str, int]]], facts: dict[str, pa.Table]) -> None:
+        if not parsed:
+            return
+        owners = list(range(len(self.intervals), len(self.intervals) + len(parsed)))
+        self.intervals.extend(row for row, _ in parsed)
+        self.pending.append((owners, [counts for _, counts in parsed], facts))
+        self.pending_rows += sum(t.num_rows for t in facts.values())
         if self.pending_rows >= self.flush_rows:
             self.flush()
 
     def flush(self) -> None:
-        for name, parts in self.pending.items():
-            if parts:
-                table = self._with_interval_keys(name, parts)
-                self.store.append(name, table, self.batch_id)
-                self.rows[name] += table.num_rows
-            parts.clear()
+        # Chunks arrive in completion order; each holds consecutive files of the sorted listing, so
+        # ordering chunks by their first interval orders the rows by (node, start time) for pruning.
+        def first(part: tuple) -> tuple:
+            row = self.intervals[part[0][0]]
+            return (row["job_id"], row["node_id"], row["start_time_us"])
+
+        parts = sorted(self.pending, key=first)
+        ready = {}
+        for name in FACT_TABLES:
+            tables = [facts[name] for _, _, facts in parts if name in facts and facts[name].num_rows]
+            if not tables:
+                continue
+            owners = [i for owned, counts, _ in parts for i, c in zip(owned, counts) if c.get(name)]
+            counts = [c[name] for _, per_file, _ in parts for c in per_file if c.get(name)]
+            ready[name] = self._with_interval_keys(name, pa.concat_tables(tables), owners, counts)
+        self.pending.clear()
         self.pending_rows = 0
+        # Parquet encoding (in deltalake, outside the GIL) overlaps with parsing the next files. One
+        # write at a time and at most one flush waiting for it: memory stays bounded.
+        self.wait()
+        self._writing = self._writer.submit(self._write, ready)
+
+    def _write(self, tables: dict[str, pa.Table]) -> None:
+        for name, table in tables.items():
+            self.store.append(name, table, self.batch_id, presorted=True)
+            self.rows[name] += table.num_rows
+
+    def wait(self) -> None:
+        """Wait for the write in flight; re-raise its error here, in the ingest's thread."""
+        if self._writing is not None:
+            writing, self._writing = self._writing, None
+            writing.result()
+
+    def close(self) -> None:
+        self._writer.shutdown(wait=True)
 
     def interval_table(self) -> pa.Table:
         self.rows["intervals"] = len(self.intervals)
         return pa.Table.from_pylist(self.intervals, schema=arrow_schema("intervals"))
 
-    def _with_interval_keys(self, name: str, parts: list[tuple[int, pa.Table]]) -> pa.Table:
-        facts = pa.concat_tables([table for _, table in parts])
-        owners = [index for index, _ in parts]
-        keys = pa.Table.from_pylist(
-            [{k: self.intervals[i][k] for k in INTERVAL_KEY_COLUMNS} for i in owners], schema=self._key_schema
-        )
-        repeat = pa.array(np.repeat(np.arange(len(owners), dtype=np.int64), [t.num_rows for _, t in parts]))
-        keys = keys.take(repeat)
-        columns = {c: keys[c] for c in INTERVAL_KEY_COLUMNS}
+    def _with_interval_keys(self, name: str, facts: pa.Table, owners: list[int], counts: list[int]) -> pa.Table:
+        """Each fact row gets its interval's keys as dictionary-encoded columns: one value per interval
+        plus an index per row, so nothing is copied per row (and Parquet writes them as dictionaries)."""
+        indices = pa.array(np.repeat(np.arange(len(owners), dtype=np.int32), counts))
+        columns = {
+            key: pa.DictionaryArray.from_arrays(indices, pa.array([self.intervals[i][key] for i in owners], type_))
+            for key, type_ in self._key_types.items()
+        }
         columns.update({c: facts[c] for c in facts.column_names})
         return pa.table(columns).select(table_spec(name).column_names)

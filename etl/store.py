@@ -143,13 +143,16 @@ class Store:
             rows = rows.sort_by([(c, "ascending") for c in spec.sort_by])
         return rows
 
-    def append(self, name: str, rows: pa.Table, batch_id: str) -> None:
-        """Append rows in one atomic Delta commit, sorted so row-group statistics prune node/time filters."""
+    def append(self, name: str, rows: pa.Table, batch_id: str, *, presorted: bool = False) -> None:
+        """Append rows in one atomic Delta commit, sorted so row-group statistics prune node/time filters.
+
+        ``presorted``: the caller already ordered the rows and built them with the declared columns
+        (dictionary-encoded ones included, which Delta stores as their value type)."""
         if rows.num_rows == 0:
             return
         write_deltalake(
             self.table_uri(name),
-            self._prepare(name, rows),
+            rows if presorted else self._prepare(name, rows),
             mode="append",
             writer_properties=WRITER_PROPERTIES,
             storage_options=self.storage_options,

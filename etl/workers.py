@@ -14,22 +14,29 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import itertools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
+import pyarrow as pa
+
 from etl.errors import ParseError, ProflakeError
+from etl.parse import ParsedStats
 
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_TIMEOUT_S = 120.0
 CHUNK_FILES = 16
 CHUNK_BYTES = 8 * 1024 * 1024
 DEFAULT_PARSE = "etl.parse:parse_stats"
+_SEQUENCE = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,21 @@ class Task:
 class Failure:
     kind: str
     message: str
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    summary: dict  # what etl.parse.ParsedStats.summary holds
+    counts: dict[str, int]  # rows this file contributed to each fact table of its chunk
+
+
+@dataclass
+class ChunkResult:
+    """What a worker returns for a chunk: each file's outcome (a ParsedFile, a Failure, or whatever a
+    custom parse function returned), and the facts of the parsed files, concatenated in outcome order."""
+
+    outcomes: list[tuple[int, object]]
+    facts: dict[str, str] = field(default_factory=dict)  # fact table -> spooled Arrow file (see load_facts)
 
 
 def default_workers() -> int:
@@ -76,26 +98,57 @@ def worker_main(memory_mb: int, spec: str) -> None:
     output.send("ready")
     while True:
         try:
-            chunk = tasks.recv()
+            message = tasks.recv()
         except EOFError:
             return
-        if chunk is None:
+        if message is None:
             return
-        results = []
+        spool, chunk = message
+        outcomes: list[tuple[int, object]] = []
+        tables: dict[str, list] = {}
         for key, profiler, data in chunk:
             try:
-                results.append((key, parse(profiler, data)))
+                result = parse(profiler, data)
             except ParseError as e:
-                results.append((key, Failure(e.kind, str(e))))
+                result = Failure(e.kind, str(e))
             except MemoryError:
-                results.append((key, Failure("memory", f"parsing needed more than the {memory_mb} MB a worker may use")))
+                result = Failure("memory", f"parsing needed more than the {memory_mb} MB a worker may use")
             except RecursionError:
-                results.append((key, Failure("too_deep", "the data nests deeper than the parser allows")))
+                result = Failure("too_deep", "the data nests deeper than the parser allows")
             except Exception as e:  # a reader bug must cost one file, not the batch
-                results.append((key, Failure("internal", f"unexpected {type(e).__name__} while parsing: {e}")))
+                result = Failure("internal", f"unexpected {type(e).__name__} while parsing: {e}")
+            if isinstance(result, ParsedStats):
+                # Facts travel once per chunk, concatenated: far cheaper to pickle than a table per file.
+                for name, table in result.facts.items():
+                    tables.setdefault(name, []).append(table)
+                result = ParsedFile(result.summary, {name: t.num_rows for name, t in result.facts.items()})
+            outcomes.append((key, result))
             del data
         del chunk
-        output.send(results)
+        output.send(ChunkResult(outcomes, _spool(spool, tables)))
+        del tables
+
+
+def _spool(spool: str, tables: dict[str, list]) -> dict[str, str]:
+    """Write a chunk's facts as Arrow IPC files the parent memory-maps: no pickling, no copy through
+    the pipe."""
+    paths = {}
+    for name, parts in tables.items():
+        table = pa.concat_tables(parts)
+        path = os.path.join(spool, f"{os.getpid()}-{next(_SEQUENCE)}-{name}.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        paths[name] = path
+    return paths
+
+
+def load_facts(paths: dict[str, str]) -> dict[str, pa.Table]:
+    """Read a chunk's spooled facts (zero-copy) and remove the files; the mapping keeps the data."""
+    tables = {}
+    for name, path in paths.items():
+        tables[name] = pa.ipc.open_file(pa.memory_map(path)).read_all()
+        os.unlink(path)
+    return tables
 
 
 # -- the parent side ----------------------------------------------------------------------------------
@@ -123,11 +176,11 @@ class _Worker:
                 f"check that '{sys.executable} -m etl.workers' runs"
             )
 
-    def send(self, chunk: list[Task], timeout: float) -> None:
+    def send(self, chunk: list[Task], timeout: float, spool: str) -> None:
         self.chunk = chunk
         self.deadline = time.monotonic() + timeout * len(chunk)
         try:
-            self.tasks.send([(t.key, t.profiler, t.data) for t in chunk])
+            self.tasks.send((spool, [(t.key, t.profiler, t.data) for t in chunk]))
         except OSError:
             pass  # it died: its results pipe reports EOF and ParsePool.parse handles the chunk
 
@@ -164,7 +217,7 @@ def _stop_idle_workers() -> None:
 
 
 class ParsePool:
-    """``for key, result in pool.parse(tasks)``: result is a ParsedStats or a Failure, in completion order."""
+    """``for chunk in pool.parse(tasks)``: ChunkResults in completion order (see ChunkResult)."""
 
     def __init__(
         self,
@@ -181,6 +234,7 @@ class ParsePool:
         self.spec = parse
         self.crashes = 0
         self._idle: list[_Worker] = []
+        self.spool = tempfile.mkdtemp(prefix="proflake-spool-")
 
     def __enter__(self) -> ParsePool:
         return self
@@ -190,6 +244,7 @@ class ParsePool:
 
     def close(self) -> None:
         """Keep idle workers for the next pool in this process (a notebook re-ingesting, a test suite)."""
+        shutil.rmtree(self.spool, ignore_errors=True)
         kept = _IDLE.setdefault((self.memory_mb, self.spec), [])
         for worker in self._idle:
             if len(kept) < default_workers() and worker.process.poll() is None:
@@ -209,7 +264,7 @@ class ParsePool:
             worker.kill()
         return _Worker(self.memory_mb, self.spec)
 
-    def parse(self, tasks: Iterable[Task]) -> Iterator[tuple[int, object]]:
+    def parse(self, tasks: Iterable[Task]) -> Iterator[ChunkResult]:
         chunks = _chunks(tasks)
         retry: deque[list[Task]] = deque()  # single files of a chunk whose worker died
         busy: list[_Worker] = []
@@ -224,7 +279,7 @@ class ParsePool:
                     if chunk is None:
                         break
                     worker = self._worker()
-                    worker.send(chunk, self.timeout_s)
+                    worker.send(chunk, self.timeout_s, self.spool)
                     busy.append(worker)
                 if not busy:
                     return
@@ -233,12 +288,12 @@ class ParsePool:
                 now = time.monotonic()
                 for worker in list(busy):
                     if worker.results in ready:
-                        results = _recv_or_none(worker.results)
+                        result = _recv_or_none(worker.results)
                         busy.remove(worker)
-                        if results is not None:
+                        if result is not None:
                             worker.chunk = None
                             self._idle.append(worker)
-                            yield from results
+                            yield result
                             continue
                         worker.kill()  # its pipe closed: it died
                         yield from self._lost(worker, timed_out=False, retry=retry)
@@ -250,14 +305,13 @@ class ParsePool:
             for worker in busy:
                 worker.kill()
 
-    def _lost(self, worker: _Worker, *, timed_out: bool, retry: deque) -> Iterator[tuple[int, object]]:
+    def _lost(self, worker: _Worker, *, timed_out: bool, retry: deque) -> Iterator[ChunkResult]:
         chunk = worker.chunk or []
         if len(chunk) > 1:
             retry.extend([task] for task in chunk)  # find which file it was
             return
         self.crashes += 1
-        for task in chunk:
-            yield task.key, _failure_of(worker, timed_out, self.timeout_s)
+        yield ChunkResult([(task.key, _failure_of(worker, timed_out, self.timeout_s)) for task in chunk])
 
 
 def _recv_or_none(conn: Connection) -> object:

@@ -148,7 +148,9 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
     outcomes = {"kill_points": 0, "killed": 0, "runs": 0, "left_unfinished_batch": 0, "differences": 0}
 
     def check(store: Path) -> None:
-        assert run_ingest(source, store, env=env).wait() == 0
+        recovery = run_ingest(source, store, env=env)
+        _, stderr = recovery.communicate()
+        assert recovery.returncode == 0, stderr
         outcomes["runs"] += 1
         if snapshot(str(store)) != expected:
             outcomes["differences"] += 1

@@ -15,7 +15,7 @@ def test_misbehaving_files_cost_only_themselves(workers):
     for index, (data, _) in bad.items():
         payloads[index] = data
     with ParsePool(workers, memory_mb=512, timeout_s=1.5, parse="crashy:parse") as pool:
-        results = dict(pool.parse(Task(i, "cprofile", data) for i, data in enumerate(payloads)))
+        results = dict(o for chunk in pool.parse(Task(i, "cprofile", data) for i, data in enumerate(payloads)) for o in chunk.outcomes)
     assert sorted(results) == list(range(40))
     for index, result in results.items():
         if index in bad:
@@ -27,6 +27,7 @@ def test_misbehaving_files_cost_only_themselves(workers):
 
 def test_real_parser_in_workers_reports_parse_errors():
     with ParsePool(2) as pool:
-        results = dict(pool.parse([Task(0, "cprofile", b"junk"), Task(1, "pyinstrument", b'{"root_frame": null}')]))
+        chunks = list(pool.parse([Task(0, "cprofile", b"junk"), Task(1, "pyinstrument", b'{"root_frame": null}')]))
+        results = dict(o for chunk in chunks for o in chunk.outcomes)
     assert results[0].kind == "cprofile" and "not a cProfile stats dump" in results[0].message
     assert results[1].summary["is_empty"] is True

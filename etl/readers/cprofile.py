@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import marshal
 import math
-import pstats
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from etl.errors import ParseError
@@ -23,6 +23,7 @@ from etl.errors import ParseError
 FunctionKey = tuple[str, int, str]  # (filename, lineno, function_name)
 CallerValue = tuple[int, int, float, float]  # (nc, cc, tt, ct) as cProfile records per caller
 FunctionValue = tuple[int, int, float, float, dict]  # (cc, nc, tt, ct, callers)
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -38,29 +39,6 @@ def _bad(message: str) -> ParseError:
     return ParseError("cprofile", f"not a cProfile stats dump: {message}")
 
 
-def _check_key(key: object) -> FunctionKey:
-    if (
-        type(key) is not tuple
-        or len(key) != 3
-        or type(key[0]) is not str
-        or type(key[1]) is not int
-        or type(key[2]) is not str
-    ):
-        raise _bad(f"function key {_preview(key)} is not (filename, lineno, name)")
-    return key  # type: ignore[return-value]
-
-
-_INT64_MAX = 2**63 - 1
-
-
-def _is_number(x: object) -> bool:
-    return (type(x) is float and math.isfinite(x)) or (type(x) is int and abs(x) <= _INT64_MAX)
-
-
-def _is_count(x: object) -> bool:
-    return type(x) is int and 0 <= x <= _INT64_MAX
-
-
 def _preview(value: object) -> str:
     text = repr(value) if isinstance(value, (tuple, str, int, float)) else type(value).__name__
     return text if len(text) <= 80 else text[:77] + "..."
@@ -68,6 +46,12 @@ def _preview(value: object) -> str:
 
 def decode(data: bytes) -> dict[FunctionKey, FunctionValue]:
     """Decode and validate a dump; raise ParseError for anything that is not a pstats dictionary."""
+    stats = _load(data)
+    _validate(list(stats), list(stats.values()))
+    return stats
+
+
+def _load(data: bytes) -> dict:
     if not data:
         raise _bad("the file is empty")
     try:
@@ -76,49 +60,94 @@ def decode(data: bytes) -> dict[FunctionKey, FunctionValue]:
         raise _bad(f"marshal data is corrupt ({e})") from e
     if type(stats) is not dict:
         raise _bad(f"top level is {type(stats).__name__}, expected a dict")
-    for key, value in stats.items():
-        _check_key(key)
-        if type(value) is not tuple or len(value) != 5:
-            raise _bad(f"entry for {_preview(key)} is not (cc, nc, tt, ct, callers)")
-        cc, nc, tt, ct, callers = value
-        if not _is_count(cc) or not _is_count(nc) or not _is_number(tt) or not _is_number(ct):
-            raise _bad(f"counts or times of {_preview(key)} are not numbers")
-        if type(callers) is not dict:
-            raise _bad(f"callers of {_preview(key)} are not a dict")
-        for caller, edge in callers.items():
-            _check_key(caller)
-            if (
-                type(edge) is not tuple
-                or len(edge) != 4
-                or not _is_count(edge[0])
-                or not _is_count(edge[1])
-                or not _is_number(edge[2])
-                or not _is_number(edge[3])
-            ):
-                raise _bad(f"caller edge {_preview(caller)} -> {_preview(key)} is not (nc, cc, tt, ct)")
     return stats
+
+
+# Validation works column by column with builtins (map, set, min, max) that loop in C: a dump holds
+# thousands of entries, and checking each one in Python would cost more than decoding it.
+def _columns_of(rows: list, width: int, what: str) -> tuple[tuple, ...]:
+    if rows and (set(map(type, rows)) != {tuple} or set(map(len, rows)) != {width}):
+        bad = next(r for r in rows if type(r) is not tuple or len(r) != width)
+        raise _bad(f"{what} {_preview(bad)} does not have {width} fields")
+    return tuple(zip(*rows)) if rows else ((),) * width
+
+
+def _check_types(column: tuple, allowed: set, what: str) -> None:
+    if column and not set(map(type, column)) <= allowed:
+        bad = next(v for v in column if type(v) not in allowed)
+        raise _bad(f"{what} {_preview(bad)} is not a {' or '.join(sorted(t.__name__ for t in allowed))}")
+
+
+def _check_counts(column: tuple, what: str) -> None:
+    _check_types(column, {int}, what)
+    if column and (min(column) < 0 or max(column) > _INT64_MAX):
+        raise _bad(f"{what} are not all counts between 0 and 2**63-1")
+
+
+def _check_times(column: tuple, what: str) -> None:
+    _check_types(column, {int, float}, what)
+    if column and not all(map(math.isfinite, column)):
+        raise _bad(f"{what} are not all finite numbers")
+    if column and (min(column) < -_INT64_MAX or max(column) > _INT64_MAX):
+        raise _bad(f"{what} are out of range")
+
+
+def _validate(keys: list, values: list) -> tuple:
+    """Check the shape of a pstats dictionary; return its columns and its callers flattened."""
+    filenames, linenos, function_names = _columns_of(keys, 3, "function key")
+    _check_types(filenames, {str}, "file name")
+    _check_types(function_names, {str}, "function name")
+    _check_counts(linenos, "line numbers")
+    cc, nc, tt, ct, callers = _columns_of(values, 5, "entry (cc, nc, tt, ct, callers)")
+    _check_counts(cc, "primitive call counts")
+    _check_counts(nc, "call counts")
+    _check_times(tt, "own times")
+    _check_times(ct, "cumulative times")
+    _check_types(callers, {dict}, "callers")
+    caller_keys = [k for c in callers for k in c]
+    edges = [e for c in callers for e in c.values()]
+    c_files, c_lines, c_names = _columns_of(caller_keys, 3, "caller key")
+    _check_types(c_files, {str}, "caller file name")
+    _check_types(c_names, {str}, "caller function name")
+    _check_counts(c_lines, "caller line numbers")
+    e_nc, e_cc, e_tt, e_ct = _columns_of(edges, 4, "caller edge (nc, cc, tt, ct)")
+    _check_counts(e_nc, "caller call counts")
+    _check_counts(e_cc, "caller primitive call counts")
+    _check_times(e_tt, "caller own times")
+    _check_times(e_ct, "caller cumulative times")
+    return (filenames, linenos, function_names, cc, nc, tt, ct, callers), (caller_keys, c_files, c_lines, c_names, e_nc, e_cc, e_tt, e_ct)
 
 
 def read_cprofile(data: bytes) -> CProfileData:
     """Parse a cProfile dump into column tables (see schemas/function_stats.json, function_callers.json)."""
-    stats = decode(data)
+    stats = _load(data)
+    keys = list(stats)
+    functions_columns, caller_columns = _validate(keys, list(stats.values()))
     try:
-        return _columns(stats)
+        return _tables(keys, functions_columns, caller_columns)
     except UnicodeEncodeError as e:  # marshal can carry lone surrogates, which are not text
         raise _bad("a function or file name is not valid Unicode") from e
 
 
-def _columns(stats: dict[FunctionKey, FunctionValue]) -> CProfileData:
-    keys = list(stats)
-    values = list(stats.values())
-    names = [pstats.func_std_string(k) for k in keys]
-    name_of = dict(zip(keys, names))
+def _std_name(key: tuple) -> str:
+    """pstats.func_std_string, inlined for speed (built-ins are keyed ('~', 0, name))."""
+    filename, lineno, name = key
+    if filename == "~" and lineno == 0:
+        return "{%s}" % name[1:-1] if name.startswith("<") and name.endswith(">") else name
+    return f"{filename}:{lineno}({name})"
 
-    if keys:
-        filenames, linenos, function_names = zip(*keys)
-        cc, nc, tt, ct, callers = zip(*values)
-    else:
-        filenames = linenos = function_names = cc = nc = tt = ct = callers = ()
+
+def _floats(column: tuple) -> pa.Array:
+    # Integer times (allowed by pstats) may exceed a double's exact range: convert them explicitly.
+    if float in set(map(type, column)) and int not in set(map(type, column)):
+        return pa.array(column, pa.float64())
+    return pa.array(list(map(float, column)), pa.float64())
+
+
+def _tables(keys: list, functions_columns: tuple, caller_columns: tuple) -> CProfileData:
+    filenames, linenos, function_names, cc, nc, tt, ct, callers = functions_columns
+    caller_keys, c_files, c_lines, c_names, e_nc, e_cc, e_tt, e_ct = caller_columns
+    names = list(map(_std_name, keys))
     functions = pa.table(
         {
             "function": pa.array(names, pa.string()),
@@ -127,41 +156,25 @@ def _columns(stats: dict[FunctionKey, FunctionValue]) -> CProfileData:
             "function_name": pa.array(function_names, pa.string()),
             "primitive_calls": pa.array(cc, pa.int64()),
             "total_calls": pa.array(nc, pa.int64()),
-            "tottime": pa.array([float(x) for x in tt], pa.float64()),
-            "cumtime": pa.array([float(x) for x in ct], pa.float64()),
+            "tottime": _floats(tt),
+            "cumtime": _floats(ct),
         }
     )
-
-    callee_index: list[int] = []
-    caller_keys: list[FunctionKey] = []
-    edges: list[CallerValue] = []
-    for i, caller_map in enumerate(callers):
-        if caller_map:
-            callee_index.extend([i] * len(caller_map))
-            caller_keys.extend(caller_map)
-            edges.extend(caller_map.values())
-    if edges:
-        c_files, c_lines, c_names = zip(*caller_keys)
-        e_nc, e_cc, e_tt, e_ct = zip(*edges)
-    else:
-        c_files = c_lines = c_names = e_nc = e_cc = e_tt = e_ct = ()
-    take = pa.array(callee_index, pa.int64())
+    callee_index = pa.array(np.repeat(np.arange(len(keys), dtype=np.int64), list(map(len, callers))))
     caller_table = pa.table(
         {
-            "function": functions["function"].take(take),
-            "filename": functions["filename"].take(take),
-            "lineno": functions["lineno"].take(take),
-            "function_name": functions["function_name"].take(take),
-            "caller_function": pa.array(
-                [name_of.get(k) or pstats.func_std_string(k) for k in caller_keys], pa.string()
-            ),
+            "function": functions["function"].take(callee_index),
+            "filename": functions["filename"].take(callee_index),
+            "lineno": functions["lineno"].take(callee_index),
+            "function_name": functions["function_name"].take(callee_index),
+            "caller_function": pa.array(list(map(_std_name, caller_keys)), pa.string()),
             "caller_filename": pa.array(c_files, pa.string()),
             "caller_lineno": pa.array(c_lines, pa.int64()),
             "caller_function_name": pa.array(c_names, pa.string()),
             "total_calls": pa.array(e_nc, pa.int64()),
             "primitive_calls": pa.array(e_cc, pa.int64()),
-            "tottime": pa.array([float(x) for x in e_tt], pa.float64()),
-            "cumtime": pa.array([float(x) for x in e_ct], pa.float64()),
+            "tottime": _floats(e_tt),
+            "cumtime": _floats(e_ct),
         }
     )
     return CProfileData(functions=functions, callers=caller_table, profiled_seconds=math.fsum(map(float, tt)))
