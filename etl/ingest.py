@@ -40,7 +40,7 @@ from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Failure, ParsePool
 
 # Fact rows held in memory before they are appended; bounds memory however large the corpus.
 # PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more commits).
-FLUSH_ROWS = 400_000
+FLUSH_ROWS = 150_000
 # Objects being read at once; bounds memory to about this many stats files.
 READ_AHEAD = 32
 
