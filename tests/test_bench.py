@@ -1,0 +1,142 @@
+"""The benchmark harness (bench/): a tiny corpus end to end, and the 2k-file run in the slow tier."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import pstats
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+METHODS = {
+    "by_step",
+    "by_step_range",
+    "by_time",
+    "between_modes",
+    "pre_step_zero",
+    "post_hook_close",
+    "by_training_phase",
+    "by_job_phase",
+    "list_profile_stats",
+    "nodes",
+}
+COLUMNS = {
+    "native_warm",
+    "native_cold",
+    "compat_warm",
+    "compat_drop_in",
+    "cli",
+    "baseline",
+    "baseline_cached",
+    "ratios",
+    "same_answer",
+}
+RATIOS = {
+    "baseline_over_native_warm",
+    "baseline_over_native_cold",
+    "baseline_over_compat_warm",
+    "baseline_over_compat_drop_in",
+    "baseline_over_cli",
+    "baseline_cached_over_compat_warm",
+}
+
+
+def run_bench(tmp_path: Path, files: int, nodes: int, *extra: str, timeout: int = 600) -> tuple[dict, Path]:
+    corpus = tmp_path / "corpus"
+    result = tmp_path / "result.json"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench.run",
+            "--files", str(files), "--nodes", str(nodes), "--out", str(corpus), "--json-out", str(result), *extra,
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| method |" in done.stdout  # the markdown table
+    return json.loads(result.read_text()), corpus
+
+
+def check_result(data: dict) -> None:
+    assert data["floor"]["seconds"] > 0
+    one = data["ingest"]["runs"]["1"]
+    assert one["seconds"] > 0 and one["x_floor"] > 0 and one["peak_rss_mb"] > 0
+    assert one["report"]["failed"] == 0
+    if data["ingest"]["workers_supported"]:
+        assert data["ingest"]["runs"]["2"]["x_floor"] > 0
+    else:
+        assert data["ingest"]["runs"]["2"].startswith("n/a")
+    assert 0 < data["ingest"]["incremental"]["x_full"]
+    assert data["ingest"]["incremental"]["report"]["new_intervals"] == 0
+    assert 0 < data["store"]["x_raw"]
+    assert set(data["fetch"]) == METHODS
+    for method, entry in data["fetch"].items():
+        scopes = {"all"} if method in ("list_profile_stats", "nodes") else {"any", "all"}
+        assert set(entry["scopes"]) == scopes, method
+        for scope, cell in entry["scopes"].items():
+            assert COLUMNS <= set(cell), (method, scope)
+            assert set(cell["ratios"]) == RATIOS, (method, scope)
+            for column in ("native_warm", "native_cold", "cli", "baseline"):
+                assert cell[column].get("median_ms", 0) > 0, (method, scope, column, cell[column])
+            assert cell["ratios"]["baseline_over_native_warm"] > 0
+            # The native API must answer exactly what smdebug's algorithm answers.
+            assert cell["same_answer"]["native"].startswith("match"), (method, scope, cell["same_answer"])
+            assert cell["same_answer"]["compat"]  # a verdict, even when the compatible API is not there yet
+    names = {t["name"] for t in data["targets"]}
+    assert {"ingest, 1 worker", "incremental re-run", "ingest peak RSS", "store size"} <= names
+
+
+def test_bench_smoke(tmp_path: Path) -> None:
+    data, corpus = run_bench(
+        tmp_path, 40, 2, "--repeats", "2", "--cli-repeats", "1", "--baseline-repeats", "1", timeout=300
+    )
+    check_result(data)
+    manifest = json.loads((corpus / "corpus.json").read_text())
+    assert manifest["cprofile_files"] == 40 and manifest["node_ids"] == ["algo-1", "algo-2"]
+
+    # Every generated cProfile file is a valid pstats dump; pyinstrument sessions are readable.
+    files = sorted((corpus / "bench-job").rglob("python_stats"))
+    assert len(files) == 40
+    for path in files:
+        stats = pstats.Stats(str(path)).stats
+        assert stats
+        for cc, nc, tt, ct, callers in stats.values():
+            assert 0 <= cc <= nc and tt >= 0 and ct >= 0
+            for e_nc, e_cc, _, _ in callers.values():
+                assert 0 <= e_cc <= e_nc
+    pre = [p for p in files if p.parent.name.startswith("prestepzero-*-start")]
+    assert len(pre) == 2 and all(len(marshal.loads(p.read_bytes())) > 1000 for p in pre)
+    from etl.readers.pyinstrument import read_pyinstrument
+
+    sessions = sorted((corpus / "bench-job").rglob("python_stats.json"))
+    assert len(sessions) == manifest["pyinstrument_intervals"] >= 2
+    for path in sessions:
+        assert read_pyinstrument(path.read_bytes()).frames.num_rows > 0
+        assert path.with_suffix(".html").exists()
+
+
+def test_corpus_is_deterministic_given_seed_and_templates(tmp_path: Path) -> None:
+    from bench import corpus
+
+    first = corpus.generate(tmp_path / "a", files=20, nodes=2, seed=7, jobs=1, log=lambda m: None)
+    templates = Path(first["params"]["templates"])
+    corpus.generate(tmp_path / "b", files=20, nodes=2, seed=7, templates=templates, jobs=1, log=lambda m: None)
+    corpus.generate(tmp_path / "c", files=20, nodes=2, seed=8, templates=templates, jobs=1, log=lambda m: None)
+
+    def contents(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("python_stats*")) if p.suffix != ".html"}
+
+    a, b, c = (contents(tmp_path / name / corpus.JOB_NAME) for name in "abc")
+    assert a == b
+    assert a != c
+
+
+@pytest.mark.slow
+def test_bench_2k(tmp_path: Path) -> None:
+    data, _ = run_bench(tmp_path, 2000, 4, "--repeats", "3", "--cli-repeats", "2", "--baseline-repeats", "2", timeout=1800)
+    check_result(data)
+    assert data["corpus"]["raw_bytes"]["cprofile"] > 40e6
