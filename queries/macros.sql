@@ -13,6 +13,8 @@
 --       the wanted steps matches; one reaching outside them does not; on a boundary step the phases
 --       decide (starting at stepend/forwardpassend needs the same start phase; ending at stepstart
 --       needs the same end phase).
+--   sort_value(sort, cumtime, tottime, ncalls, pcalls)
+--       the value a roll-up orders by for a --sort key (cumtime, tottime, ncalls, pcalls), as a DOUBLE.
 --   mode_rank(mode), job_phase_rank(job_phase)
 --       smdebug's enum order, for sorting: train, eval, predict, global, prestepzero, posthookclose;
 --       initialization, training_loop, finalization, whole_job.
@@ -42,6 +44,14 @@ CREATE OR REPLACE MACRO in_step_interval(
                 AND want_end_phase = 'stepstart'
                 AND end_phase <> want_end_phase)
         )
+    END;
+
+CREATE OR REPLACE MACRO sort_value(sort, cumtime, tottime, ncalls, pcalls) AS
+    CASE sort
+        WHEN 'tottime' THEN CAST(tottime AS DOUBLE)
+        WHEN 'ncalls' THEN CAST(ncalls AS DOUBLE)
+        WHEN 'pcalls' THEN CAST(pcalls AS DOUBLE)
+        ELSE CAST(cumtime AS DOUBLE)
     END;
 
 CREATE OR REPLACE MACRO mode_rank(mode) AS

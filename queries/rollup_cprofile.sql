@@ -31,15 +31,9 @@ FROM (
 ) AS r
 QUALIFY $top IS NULL OR row_number() OVER (
     PARTITION BY node_id, start_mode, end_mode, job_phase
-    ORDER BY CASE $sort WHEN 'tottime' THEN tottime
-                        WHEN 'ncalls' THEN CAST(total_calls AS DOUBLE)
-                        WHEN 'pcalls' THEN CAST(primitive_calls AS DOUBLE)
-                        ELSE cumtime END DESC,
+    ORDER BY sort_value($sort, cumtime, tottime, total_calls, primitive_calls) DESC,
              function
 ) <= $top
 ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),
-         CASE $sort WHEN 'tottime' THEN tottime
-                    WHEN 'ncalls' THEN CAST(total_calls AS DOUBLE)
-                    WHEN 'pcalls' THEN CAST(primitive_calls AS DOUBLE)
-                    ELSE cumtime END DESC,
+         sort_value($sort, cumtime, tottime, total_calls, primitive_calls) DESC,
          function

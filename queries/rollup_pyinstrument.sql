@@ -32,15 +32,9 @@ FROM (
 ) AS r
 QUALIFY $top IS NULL OR row_number() OVER (
     PARTITION BY node_id, start_mode, end_mode, job_phase
-    ORDER BY CASE $sort WHEN 'tottime' THEN self_time
-                        WHEN 'ncalls' THEN CAST(frames AS DOUBLE)
-                        WHEN 'pcalls' THEN CAST(frames AS DOUBLE)
-                        ELSE total_time END DESC,
+    ORDER BY sort_value($sort, total_time, self_time, frames, frames) DESC,
              function
 ) <= $top
 ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),
-         CASE $sort WHEN 'tottime' THEN self_time
-                    WHEN 'ncalls' THEN CAST(frames AS DOUBLE)
-                    WHEN 'pcalls' THEN CAST(frames AS DOUBLE)
-                    ELSE total_time END DESC,
+         sort_value($sort, total_time, self_time, frames, frames) DESC,
          function
