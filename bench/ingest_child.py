@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)
+    workers = _descendants_usage()
     self_usage = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(
@@ -56,10 +57,52 @@ def main(argv: list[str] | None = None) -> int:
                 "maxrss_children_kb": children.ru_maxrss,
                 "cpu_seconds_self": self_usage.ru_utime + self_usage.ru_stime,
                 "cpu_seconds_children": children.ru_utime + children.ru_stime,
+                # Workers still alive when ingest() returned (a pool may keep them for reuse): their
+                # CPU time and kernel-tracked peak RSS (VmHWM), read before they are stopped.
+                "live_descendants": workers,
             }
         )
     )
     return 3 if report.failed else 0
+
+
+def _descendants_usage() -> list[dict]:
+    import os
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    out, todo, seen = [], [os.getpid()], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            hwm = 0
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        hwm = int(line.split()[1]) / 1024
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            out.append({
+                "pid": pid,
+                "command": cmd[:120],
+                "cpu_seconds": (int(fields[11]) + int(fields[12])) / ticks,
+                "peak_rss_mb": hwm,
+            })
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
 
 
 if __name__ == "__main__":

@@ -142,12 +142,14 @@ def _proflake_exe() -> list[str]:
 class TreeRssSampler:
     """Samples the summed RSS of a process and its descendants from /proc; keeps the peak."""
 
-    def __init__(self, pid: int, interval: float = 0.02) -> None:
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
         self.pid = pid
         self.interval = interval
         self.peak = 0  # summed RSS (pages shared between processes count once per process)
         self.peak_pss = 0  # summed PSS (shared pages divided among their sharers): the tree's real footprint
         self.max_processes = 0
+        self._rss_at_pss = 0
+        self._pss_at = float("-inf")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -185,22 +187,40 @@ class TreeRssSampler:
         return None
 
     def _run(self) -> None:
+        # statm is cheap; smaps_rollup (PSS) walks page tables, so it is read at most twice a second, and
+        # only when the summed RSS has grown by 4 MB since and could beat the PSS peak (PSS <= RSS).
+        # The sampler then costs ~1-2% of a core; PSS peaks between two reads can be missed.
         while not self._stop.is_set():
-            rss = pss = 0
-            processes = 0
+            rss = 0
+            alive = []
             for p in self._descendants(self.pid):
                 try:
                     with open(f"/proc/{p}/statm") as f:
                         rss += int(f.read().split()[1]) * PAGE_SIZE
                 except (OSError, ValueError, IndexError):
                     continue
-                processes += 1
-                p_pss = self._pss(p)
-                pss += p_pss if p_pss is not None else 0
+                alive.append(p)
             self.peak = max(self.peak, rss)
-            self.peak_pss = max(self.peak_pss, pss)
-            self.max_processes = max(self.max_processes, processes)
+            self.max_processes = max(self.max_processes, len(alive))
+            now = time.monotonic()
+            if rss > self.peak_pss and rss > self._rss_at_pss + (4 << 20) and now - self._pss_at >= 0.5:
+                pss = sum(self._pss(p) or 0 for p in alive)
+                self.peak_pss = max(self.peak_pss, pss)
+                self._rss_at_pss, self._pss_at = rss, now
             self._stop.wait(self.interval)
+
+
+def cpu_probe_ms() -> float:
+    """A fixed pure-Python loop, best of three: if the host slows the whole VM down (steal time a guest
+    cannot always see), this number rises with everything else."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(200_000):
+            total += i * i
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
 
 
 class OtherLoad:
@@ -229,6 +249,7 @@ class OtherLoad:
         return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
     def __enter__(self) -> OtherLoad:
+        self.probe_ms = cpu_probe_ms()
         self.wall0, self.busy0, self.ours0 = time.perf_counter(), self._busy_seconds(), self._ours()
         self.loadavg0 = os.getloadavg()[0]
         return self
@@ -238,7 +259,7 @@ class OtherLoad:
         busy1 = self._busy_seconds()
         ours = self._ours() - self.ours0
         self.result = {"wall_seconds": round(wall, 3), "our_cpu_seconds": round(ours, 3), "loadavg_1min_start": self.loadavg0,
-                       "loadavg_1min_end": os.getloadavg()[0]}
+                       "loadavg_1min_end": os.getloadavg()[0], "cpu_probe_ms": round(self.probe_ms, 2)}
         if busy1 is not None and self.busy0 is not None and wall > 0:
             # Our CPU includes children only once they are waited for: measure sections that wait for theirs.
             self.result["other_cores"] = round(max(0.0, (busy1 - self.busy0) - ours) / wall, 2)
@@ -345,6 +366,9 @@ def run_ingest(source: str, store: Path, workers: int | None, profile: str | Non
     result["peak_tree_rss_mb"] = sampler.peak / 2**20
     result["peak_tree_pss_mb"] = sampler.peak_pss / 2**20
     result["processes"] = sampler.max_processes
+    live = result.get("live_descendants", [])
+    result["worker_cpu_seconds"] = sum(d["cpu_seconds"] for d in live)
+    result["worker_peak_rss_mb"] = max((d["peak_rss_mb"] for d in live), default=None)
     result["peak_rss_self_mb"] = result["maxrss_self_kb"] / 1024
     result["peak_rss_children_mb"] = result["maxrss_children_kb"] / 1024
     # The memory the ingest needs: the larger of the process tree's sampled PSS (shared pages counted
@@ -753,6 +777,9 @@ def evaluate_targets(data: dict) -> list[dict]:
     ing = data["ingest"]
     r1 = ing["runs"].get("1", {})
     r2 = ing["runs"].get("2", {})
+    for run in (r1, r2):  # from the raw seconds, so --render of an older JSON agrees
+        if isinstance(run, dict) and "seconds" in run:
+            run["x_floor"] = run["seconds"] / data["floor"]["seconds"]
     x1 = r1.get("x_floor")
     add("ingest, 1 worker", f"<= {TARGETS['ingest_1w_x_floor']}x decode floor", _fmt_x(x1), None if x1 is None else x1 <= TARGETS["ingest_1w_x_floor"])
     x2 = r2.get("x_floor") if isinstance(r2, dict) else None
@@ -852,36 +879,51 @@ def render_markdown(data: dict) -> str:
     lines.append("")
     f = data["floor"]
     ing = data["ingest"]
-    lines.append("| ingest | seconds | x decode floor | peak memory (MB)² | summed RSS of the process tree (MB) | other load³ |")
-    lines.append("|---|---:|---:|---:|---:|---:|")
     lines.append(
-        f"| decode floor (read + marshal.loads/json.loads, 1 process) | {f['seconds']:.2f} | 1.00x | - | - | {_load(f)} |"
+        "| ingest | seconds | x decode floor | x the floor pass just before | CPU s: main + workers | peak memory (MB)² "
+        "| summed RSS of the process tree (MB) | other load³ |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append(
+        f"| decode floor (read + marshal.loads/json.loads, 1 process; best of {len(f.get('passes_seconds', [])) or 'n'} passes) "
+        f"| {f['seconds']:.2f} | 1.00x | - | - | - | - | {_load(f)} |"
     )
     for w in ("1", "2"):
         run = ing["runs"].get(w)
         if isinstance(run, dict) and "seconds" in run:
+            adjacent = run.get("adjacent_floor_seconds")
             lines.append(
-                f"| ingest, {w} worker{'s' if w != '1' else ''} | {run['seconds']:.2f} | {_fmt_x(run['x_floor'])} "
+                f"| ingest, {w} worker{'s' if w != '1' else ''} | {run['seconds']:.2f} | {_fmt_x(run['seconds'] / f['seconds'])} "
+                f"| {_fmt_x(run['seconds'] / adjacent) + f' ({adjacent:.2f} s)' if adjacent else 'n/a'} "
+                f"| {_cpu(run)} "
                 f"| {run['peak_rss_mb']:.0f} | {run['peak_tree_rss_mb']:.0f} ({run['processes']} processes) | {_load(run)} |"
             )
         elif run is not None:
-            lines.append(f"| ingest, {w} workers | n/a | {run if isinstance(run, str) else 'n/a'} | - | - | - |")
+            lines.append(f"| ingest, {w} workers | n/a | {run if isinstance(run, str) else 'n/a'} | - | - | - | - | - |")
     rd = data.get("readers", {})
     if "seconds" in rd:
         lines.append(
             f"| parse only (read + etl.parse.parse_stats, no store, no workers; 1 process) | {rd['seconds']:.2f} "
-            f"| {_fmt_x(rd['seconds'] / f['seconds'])} | - | - | {_load(rd)} |"
+            f"| {_fmt_x(rd['seconds'] / f['seconds'])} | - | - | - | - | {_load(rd)} |"
         )
     inc = ing.get("incremental", {})
     if "seconds" in inc:
         lines.append(
-            f"| incremental re-run, unchanged corpus | {inc['seconds']:.2f} | {_fmt_pct(inc['x_full'])} of full ingest "
+            f"| incremental re-run, unchanged corpus | {inc['seconds']:.2f} | {_fmt_pct(inc['x_full'])} of full ingest | - | {_cpu(inc)} "
             f"| {inc['peak_rss_mb']:.0f} | {inc['peak_tree_rss_mb']:.0f} | {_load(inc)} |"
         )
     lines.append("")
+    probes = [
+        sec.get("machine", {}).get("cpu_probe_ms")
+        for sec in [f, rd, inc, *[r for r in ing["runs"].values() if isinstance(r, dict)]]
+    ]
+    probes = [p for p in probes if p is not None]
+    probe_note = f" A fixed CPU probe took {min(probes):.1f}-{max(probes):.1f} ms across these rows (host speed drift)." if probes else ""
     lines.append(
         "² max(peak RSS of the ingest's main process, peak PSS summed over its process tree: shared pages counted once). "
         "³ CPU cores kept busy by other processes on the machine during that measurement (0 = quiet machine)."
+        + probe_note
+        + " The floor pass just before each ingest shows how far the host's speed drifted since the best pass."
     )
     prof = ing.get("profile")
     if prof:
@@ -933,7 +975,10 @@ def render_markdown(data: dict) -> str:
             )
     lines.append("")
     fm = data["meta"].get("fetch_machine", {})
-    lines.append(f"Other processes kept {fm.get('other_cores', 'n/a')} cores busy on average while the fetches were measured.")
+    lines.append(
+        f"Other processes kept {fm.get('other_cores', 'n/a')} cores busy on average while the fetches were measured "
+        f"(CPU probe {fm.get('cpu_probe_ms', 'n/a')} ms at the start)."
+    )
     lines.append("")
     lines.append("¹ a single run (its repeat count, or the time budget of a slow baseline cell, allowed one); every other cell is the median of several runs (counts in the JSON).")
     lines.append("")
@@ -943,6 +988,15 @@ def render_markdown(data: dict) -> str:
         met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
         lines.append(f"| {t['name']} | {t['target']} | {t['measured']} | {met} |")
     return "\n".join(lines)
+
+
+def _cpu(run: dict) -> str:
+    main_cpu = run.get("cpu_seconds_self")
+    if main_cpu is None:
+        return "n/a"
+    if "live_descendants" not in run:
+        return f"{main_cpu:.1f} + n/a"
+    return f"{main_cpu:.1f} + {run.get('worker_cpu_seconds', 0.0):.1f}"
 
 
 def _load(section: dict) -> str:
@@ -989,7 +1043,9 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--keep-stores", action="store_true", help="keep the stores (default: keep only the 1-worker store)")
     args = parser.parse_args(argv)
     if args.render:
-        print(render_markdown(json.loads(args.render.read_text())))
+        data = json.loads(args.render.read_text())
+        data["targets"] = evaluate_targets(data)
+        print(render_markdown(data))
         return 0
     if args.snapshot:
         snapshot_and_reexec(list(argv if argv is not None else sys.argv[1:]), None)
@@ -1026,13 +1082,13 @@ def main(argv: list[str] | None = None) -> int:
         "corpus": {k: v for k, v in manifest.items() if k != "nodes"},
     }
 
-    # Decode floor: two passes, the best counts (the first may pay for a cold page cache).
+    # Decode floor: three passes, the best counts (the first may pay for a cold page cache).
     quiet = lambda: wait_for_quiet(args.wait_quiet, log)  # noqa: E731
     quiet()
     log("decode floor ...")
     cprofile_paths, pyinstrument_paths = bl.stats_files(manifest["job_dir"])
     with OtherLoad() as load:
-        floors = [bl.decode_floor(cprofile_paths, pyinstrument_paths) for _ in range(2)]
+        floors = [bl.decode_floor(cprofile_paths, pyinstrument_paths) for _ in range(3)]
     floor = min(floors, key=lambda f: f["seconds"])
     floor["machine"] = load.result
     floor["passes_seconds"] = [round(f["seconds"], 3) for f in floors]
@@ -1054,8 +1110,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         quiet()
         log(f"ingest, {w} worker(s) ...")
+        # One more floor pass right before, so host speed drifting during the run cannot skew the ratio.
+        adjacent = bl.decode_floor(cprofile_paths, pyinstrument_paths)["seconds"]
         run = run_ingest(manifest["job_dir"], store, w if supports else None)
+        run["adjacent_floor_seconds"] = adjacent
         run["x_floor"] = run["seconds"] / floor["seconds"]
+        run["x_adjacent_floor"] = run["seconds"] / adjacent
         run["store_bytes"] = _dir_bytes(store)
         ingest_data["runs"][str(w)] = run
     main_store = stores / "store-1w"
