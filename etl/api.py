@@ -22,7 +22,7 @@ import pyarrow as pa
 from etl import queries
 from etl.errors import UsageError, UnknownNameError
 from etl.modes import PythonProfileModes, StepPhase, mode_label, phase_label
-from etl.store import Store
+from etl.store import FileSpans, Store
 
 PROFILERS = ("cprofile", "pyinstrument")
 SORT_KEYS = ("cumtime", "tottime", "ncalls", "pcalls")
@@ -173,13 +173,14 @@ class Profiles:
         self.store = store if isinstance(store, Store) else Store(store)
         self.source_prefix = source_prefix
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._files: dict[str, FileSpans] = {}
         # Answers that only change with the store's version (jobs, scope summaries), kept until refresh().
         self._memo: dict[tuple, Any] = {}
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            con = self.store.connect()
+            con, self._files = self.store.connect_with_files()
             queries.install_macros(con)
             self._con = con
         return self._con
@@ -341,7 +342,8 @@ class Profiles:
         return FetchResult(method, scope.profiler or "cprofile", scope, intervals, table, group_by, self, rollup_params)
 
     def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
-        return queries.run_rollup(self.connection(), selection, rollup, params)
+        con = self.connection()
+        return queries.run_rollup(con, selection, rollup, params, self._files)
 
     def by_time(self, start_time_s: float, end_time_s: float, **scope: Any) -> FetchResult:
         """Intervals overlapping [start, end] (seconds since the epoch), containment included."""

@@ -6,6 +6,7 @@ SQL text only ever comes from the files in queries/; values always travel as Duc
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 
 from etl.errors import QueryError
 from etl.resources import resource_dir
+from etl.store import FileSpans
 
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")
@@ -65,18 +67,27 @@ def run_named(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any])
     return run(con, query_text(name), params)
 
 
-def run_rollup(con: duckdb.DuckDBPyConnection, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
+def run_rollup(
+    con: duckdb.DuckDBPyConnection,
+    selection: pa.Table,
+    rollup: str,
+    params: dict[str, Any],
+    files: Mapping[str, FileSpans],
+) -> pa.Table:
     """A roll-up over a fetch's selected intervals, registered as the table ``selection``.
 
     The fetch query ran once already to produce the intervals; registering its Arrow result (no copy)
-    spares running it again inside the roll-up.
+    spares running it again inside the roll-up. ``files`` (from ``Store.connect_with_files``) narrows
+    each fact table to the files whose rows can start inside the selection's time span.
     """
     con.register("selection", selection.select(["interval_id", "node_id", "start_mode", "end_mode", "job_phase"]))
     starts = selection["start_time_us"]
-    span = {
-        "min_start_time_us": pc.min(starts).as_py() if len(starts) else 0.0,
-        "max_start_time_us": pc.max(starts).as_py() if len(starts) else -1.0,
-    }
+    low = pc.min(starts).as_py() if len(starts) else 0.0
+    high = pc.max(starts).as_py() if len(starts) else -1.0
+    span: dict[str, Any] = {"min_start_time_us": low, "max_start_time_us": high}
+    for table, spans in files.items():
+        # read_parquet needs at least one file; with none overlapping, any one answers nothing.
+        span[f"{table}_files"] = spans.overlapping(low, high) or spans.uris[:1]
     try:
         return run(con, query_text(rollup), {**params, **span})
     finally:

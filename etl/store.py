@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
@@ -64,6 +67,25 @@ def default_store_location() -> str:
 def sql_string(value: str) -> str:
     """A SQL string literal; for values proflake itself produced (ids, paths from a listing)."""
     return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class FileSpans:
+    """The Parquet files of one fact table with the start_time_us range each holds (from the Delta log's
+    file statistics), so a question about a few intervals opens only the files that can hold them."""
+
+    uris: list[str]
+    min_start_time_us: np.ndarray  # NaN where the log has no statistics: such a file always qualifies
+    max_start_time_us: np.ndarray
+
+    def overlapping(self, low: float, high: float) -> list[str]:
+        keep = ~((self.max_start_time_us < low) | (self.min_start_time_us > high))
+        return [uri for uri, k in zip(self.uris, keep.tolist()) if k]
+
+
+def files_in_view(name: str) -> str:
+    """The table macro that reads some of a fact table's files: ``FROM _function_stats_in($files)``."""
+    return f"_{name}_in"
 
 
 def raw_view(name: str) -> str:
@@ -219,13 +241,32 @@ class Store:
         Fact tables appear twice: ``function_stats`` holds only rows of live intervals (what ad hoc
         SQL and BI tools see), ``_function_stats_all`` every row (fetches join it to their selection).
         """
+        return self.connect_with_files(connection)[0]
+
+    def connect_with_files(
+        self, connection: duckdb.DuckDBPyConnection | None = None
+    ) -> tuple[duckdb.DuckDBPyConnection, dict[str, FileSpans]]:
+        """``connect()``, plus each fact table's files and their time spans, for the table macros
+        ``_<table>_in(files)`` (every row of just those files) that fetches read through."""
         self.require()
         con = connection or duckdb.connect()
         # Fetches run several queries over the same files: keep their Parquet footers in memory.
         con.execute("SET parquet_metadata_cache = true")
+        spans: dict[str, FileSpans] = {}
         for name in ALL_TABLES:
             target = raw_view(name) if name in FACT_TABLES else name
-            self._create_view(con, target, name)
+            files, table = self._create_view(con, target, name)
+            if name in FACT_TABLES:
+                spans[name] = _file_spans(table, files)
+                if spans[name].uris:
+                    con.execute(
+                        f"CREATE OR REPLACE MACRO {files_in_view(name)}(files) AS TABLE "
+                        "SELECT * FROM read_parquet(files)"
+                    )
+                else:  # S3 (a registered dataset: DuckDB cannot read s3:// offline) or no files yet
+                    con.execute(
+                        f"CREATE OR REPLACE MACRO {files_in_view(name)}(files) AS TABLE SELECT * FROM {target}"
+                    )
         # intervals is small (one row per stats file) and every question starts from it: hold it in
         # memory rather than decode its Parquet on each query. The connection is a snapshot anyway.
         con.execute("ALTER VIEW intervals RENAME TO _intervals_files")
@@ -239,17 +280,21 @@ class Store:
             "CREATE OR REPLACE VIEW manifest AS SELECT source_uri, source_size, source_version, html_uri, "
             "interval_id, batch_id, ingested_at FROM intervals"
         )
-        return con
+        return con, spans
 
-    def _create_view(self, con: duckdb.DuckDBPyConnection, view: str, table: str) -> None:
+    def _create_view(
+        self, con: duckdb.DuckDBPyConnection, view: str, table: str
+    ) -> tuple[list[str], DeltaTable | None]:
+        """Create ``view`` over ``table``; return its local Parquet files ([] for S3) and the table."""
         if self.is_remote:
             # DuckDB's httpfs extension cannot be installed offline; pyarrow reads S3 and DuckDB pushes
             # filters and projections into the registered dataset.
             dataset = self.delta(table).to_pyarrow_dataset()
             con.register(f"_{view}_dataset", dataset)
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_dataset")
-            return
-        files = self.delta(table).file_uris()
+            return [], None
+        delta = self.delta(table)
+        files = delta.file_uris()
         if files:
             # Paths come from the Delta log, not from the user; quoting keeps odd folder names valid SQL.
             file_list = ", ".join(sql_string(f) for f in files)
@@ -258,6 +303,7 @@ class Store:
             empty = pa.table({f.name: pa.array([], f.type) for f in arrow_schema(table)})
             con.register(f"_{view}_empty", empty)
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_empty")
+        return files, delta
 
     def interval_keys(self) -> dict[tuple, str]:
         """(job_id, profiler, node_id, start_time_us, end_time_us) -> source_uri of every live interval."""
@@ -296,6 +342,24 @@ class Store:
                 table["source_version"].to_pylist(),
             )
         }
+
+
+def _file_spans(table: DeltaTable | None, files: list[str]) -> FileSpans:
+    if table is None or not files:
+        return FileSpans([], np.array([]), np.array([]))
+    actions = pa.table(table.get_add_actions(flatten=True))
+    missing = [None] * actions.num_rows
+    lows = actions["min.start_time_us"].to_pylist() if "min.start_time_us" in actions.column_names else missing
+    highs = actions["max.start_time_us"].to_pylist() if "max.start_time_us" in actions.column_names else missing
+    # The log names files relative to the table and URL-quoted; file_uris() gives them whole.
+    by_name = {unquote(path).rsplit("/", 1)[-1]: (low, high) for path, low, high in zip(actions["path"].to_pylist(), lows, highs)}
+    bounds = [by_name.get(uri.rsplit("/", 1)[-1], (None, None)) for uri in files]
+    nan = float("nan")
+    return FileSpans(
+        files,
+        np.array([nan if low is None else low for low, _ in bounds], dtype=np.float64),
+        np.array([nan if high is None else high for _, high in bounds], dtype=np.float64),
+    )
 
 
 def _first_line(error: BaseException) -> str:

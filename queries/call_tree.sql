@@ -1,8 +1,9 @@
 -- call_tree: the pyinstrument call trees of the intervals in `selection`, merged: frames on the same call
 -- path (same functions from the root down) become one node, their times summed.
--- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
--- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in the roll-ups).
+-- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
+-- the caller picks them by the time span in the Delta log); the join with `selection`, which holds only
+-- live intervals, is what keeps rows of unfinished or replaced batches out.
+-- Parameters: $pyinstrument_frames_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in the roll-ups).
 -- Columns: node_id, start_mode, end_mode, job_phase, path_id, parent_path_id, depth, function, filename,
 --          lineno, function_name, time, self_time, await_time, frames, intervals.
 SELECT *
@@ -24,7 +25,7 @@ FROM (
         sum(p.await_time) AS await_time,
         count(*) AS frames,
         count(DISTINCT p.interval_id) AS intervals
-    FROM _pyinstrument_frames_all AS p
+    FROM _pyinstrument_frames_in($pyinstrument_frames_files) AS p
     JOIN selection AS s USING (interval_id)
     -- The selection's time span, so row-group statistics skip the rest of the table.
     WHERE p.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us

@@ -1,9 +1,10 @@
 -- rollup_callers: aggregate cProfile caller edges over the intervals in `selection` as pstats.add_callers
 -- does: per (callee, caller) pair, sum the edge's calls and times. Used to rebuild pstats.Stats objects
 -- (callers, print_callers, .prof files) and for call-graph questions.
--- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
--- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in rollup_cprofile).
+-- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
+-- the caller picks them by the time span in the Delta log); the join with `selection`, which holds only
+-- live intervals, is what keeps rows of unfinished or replaced batches out.
+-- Parameters: $function_callers_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in rollup_cprofile).
 -- Columns: node_id, start_mode, end_mode, job_phase, filename, lineno, function_name, caller_filename,
 --          caller_lineno, caller_function_name, total_calls, primitive_calls, tottime, cumtime.
 SELECT
@@ -21,7 +22,7 @@ SELECT
     CAST(sum(c.primitive_calls) AS BIGINT) AS primitive_calls,
     sum(c.tottime) AS tottime,
     sum(c.cumtime) AS cumtime
-FROM _function_callers_all AS c
+FROM _function_callers_in($function_callers_files) AS c
 JOIN selection AS s USING (interval_id)
 -- The selection's time span, so row-group statistics skip the rest of the table.
 WHERE c.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us

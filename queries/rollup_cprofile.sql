@@ -1,9 +1,10 @@
 -- rollup_cprofile: aggregate cProfile function_stats over the intervals in `selection` exactly as
 -- pstats.Stats.add does: per function key (filename, lineno, function_name), sum calls and times.
 -- `selection` holds the intervals one of the fetch queries selected, registered by the caller.
--- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
--- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
+-- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
+-- the caller picks them by the time span in the Delta log); the join with `selection`, which holds only
+-- live intervals, is what keeps rows of unfinished or replaced batches out.
+-- Parameters: $function_stats_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
 --             $sort (cumtime | tottime | ncalls | pcalls), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase (NULL unless grouped by), function, filename, lineno,
 --          function_name, primitive_calls, total_calls, tottime, cumtime, intervals.
@@ -23,7 +24,7 @@ FROM (
         sum(f.tottime) AS tottime,
         sum(f.cumtime) AS cumtime,
         count(*) AS intervals  -- a function appears once per interval: this counts the intervals it is in
-    FROM _function_stats_all AS f
+    FROM _function_stats_in($function_stats_files) AS f
     JOIN selection AS s USING (interval_id)
     -- The selection's time span, so row-group statistics skip the rest of the table.
     WHERE f.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us

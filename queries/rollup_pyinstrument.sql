@@ -1,9 +1,10 @@
 -- rollup_pyinstrument: aggregate pyinstrument frames over the intervals in `selection` per function.
 -- self_time sums every frame's own time; total_time sums inclusive time only over a function's outermost
 -- frames on each call path (is_outermost), so recursion is counted once, as a sampling profiler sees it.
--- It reads the _<table>_all view (every stored row); the join with `selection`, which holds only live
--- intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase, $sort (cumtime -> total_time, tottime -> self_time,
+-- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
+-- the caller picks them by the time span in the Delta log); the join with `selection`, which holds only
+-- live intervals, is what keeps rows of unfinished or replaced batches out.
+-- Parameters: $pyinstrument_frames_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase, $sort (cumtime -> total_time, tottime -> self_time,
 --             ncalls/pcalls -> frames), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase, function, filename, lineno, function_name, class_name,
 --          self_time, total_time, await_time, frames, intervals.
@@ -24,7 +25,7 @@ FROM (
         coalesce(sum(p.await_time) FILTER (WHERE p.is_outermost), 0) AS await_time,
         count(*) AS frames,
         count(DISTINCT p.interval_id) AS intervals
-    FROM _pyinstrument_frames_all AS p
+    FROM _pyinstrument_frames_in($pyinstrument_frames_files) AS p
     JOIN selection AS s USING (interval_id)
     -- The selection's time span, so row-group statistics skip the rest of the table.
     WHERE p.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
