@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from etl import queries
+from etl import queries, rollups
 from etl.errors import UsageError, UnknownNameError
 from etl.modes import PythonProfileModes, StepPhase, mode_label, phase_label
 from etl.store import FileSpans, Store
@@ -37,6 +37,8 @@ FETCH_METHODS = (
 )
 JOB_PHASES = ("initialization", "training_loop", "finalization", "whole_job")
 GROUP_COLUMNS = ("node_id", "start_mode", "end_mode", "job_phase")
+# roll-up -> the same answer from the derived phase tables (etl/rollups.py), when they are fresh
+_PHASE_ROLLUPS = {"rollup_cprofile": "phase_rollup_cprofile", "rollup_callers": "phase_rollup_callers"}
 
 Step = int | str  # an int, or "*" (before step 0 at the start, until the end at the end)
 
@@ -329,6 +331,7 @@ class Profiles:
         }.get(method, ())
         rollup_params = {
             **params,
+            "method": method,
             "by_node": per_node,
             "by_modes": method == "by_training_phase",
             "by_job_phase": method == "by_job_phase",
@@ -343,7 +346,22 @@ class Profiles:
 
     def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
         con = self.connection()
+        if rollup in _PHASE_ROLLUPS and self._phase_rollups_answer(params):
+            return queries.run_named(con, _PHASE_ROLLUPS[rollup], params)
         return queries.run_rollup(con, selection, rollup, params, self._files)
+
+    def _phase_rollups_answer(self, params: dict[str, Any]) -> bool:
+        """Whether the pre-summed phase tables hold this roll-up: a question about every interval of
+        whole jobs (no source prefix) whose phase roll-ups were built from their live intervals."""
+        if params.get("method") not in ("by_training_phase", "by_job_phase") or params["source_prefix"] is not None:
+            return False
+        fresh, live = self._memoised(("phase_rollups",), lambda: self._phase_rollup_state())
+        wanted = live if params["job_ids"] is None else set(params["job_ids"])
+        return wanted <= fresh
+
+    def _phase_rollup_state(self) -> tuple[set[str], set[str]]:
+        con = self.connection()
+        return rollups.fresh_jobs(con), set(rollups.live_fingerprints(con))
 
     def by_time(self, start_time_s: float, end_time_s: float, **scope: Any) -> FetchResult:
         """Intervals overlapping [start, end] (seconds since the epoch), containment included."""

@@ -32,6 +32,7 @@ from etl.catalog import refresh_catalogs
 from etl.errors import LayoutError, ProflakeError
 from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, is_stats_file, parse_stats_path
 from etl.lock import StoreLock
+from etl.rollups import refresh_phase_rollups
 from etl.s3 import S3Config
 from etl.schema import arrow_schema, table_spec
 from etl.sources.base import Source, SourceObject, open_source
@@ -226,6 +227,8 @@ def ingest(
 
         if not todo and not full_refresh:
             _update_quarantine(st, report, set(), now)
+            # Nothing new, but a killed run may have committed intervals without rebuilding these.
+            refresh_phase_rollups(st, report.batch_id, log=say)
             report.seconds = time.perf_counter() - started
             _record(st, report, "committed", datetime.now(timezone.utc))  # a run that found nothing new
             bar.done()
@@ -277,6 +280,7 @@ def ingest(
         elif replaced:
             st.delete_rows_of("interval_id", sorted(replaced.values()))
         _update_quarantine(st, report, {row["source_uri"] for row in writer.intervals}, now)
+        refresh_phase_rollups(st, report.batch_id, log=say)
         report.seconds = time.perf_counter() - started
         _record(st, report, "committed", datetime.now(timezone.utc))
         # BI catalogs list the live files by name: point them at this batch's.

@@ -16,7 +16,9 @@ from etl.resources import resource_dir
 TABLE_NAMES: tuple[str, ...] = ("intervals", "function_stats", "function_callers", "pyinstrument_frames")
 # Ingest bookkeeping, stored beside the data tables.
 BOOKKEEPING_TABLES: tuple[str, ...] = ("batches", "ingest_errors")
-ALL_TABLES: tuple[str, ...] = TABLE_NAMES + BOOKKEEPING_TABLES
+# Derived from the fact tables by every ingest that changes a job (etl/rollups.py), for fast roll-ups.
+DERIVED_TABLES: tuple[str, ...] = ("phase_function_stats", "phase_function_callers")
+ALL_TABLES: tuple[str, ...] = TABLE_NAMES + DERIVED_TABLES + BOOKKEEPING_TABLES
 
 # Types are the ones every Delta reader (Spark, Trino, Athena, DuckDB) maps without loss.
 _TYPES: dict[str, pa.DataType] = {

@@ -24,7 +24,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from etl.errors import StoreError
 from etl.s3 import S3Config, is_s3, split_s3_uri
-from etl.schema import ALL_TABLES, arrow_schema, table_spec
+from etl.schema import ALL_TABLES, DERIVED_TABLES, arrow_schema, table_spec
 
 DEFAULT_STORE = "./proflake-store"
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
@@ -252,6 +252,8 @@ class Store:
         con = connection or duckdb.connect()
         # Fetches run several queries over the same files: keep their Parquet footers in memory.
         con.execute("SET parquet_metadata_cache = true")
+        # Long queries (roll-up rebuilds) would otherwise draw a progress bar over the CLI's output.
+        con.execute("SET enable_progress_bar = false")
         spans: dict[str, FileSpans] = {}
         for name in ALL_TABLES:
             target = raw_view(name) if name in FACT_TABLES else name
@@ -286,15 +288,20 @@ class Store:
         self, con: duckdb.DuckDBPyConnection, view: str, table: str
     ) -> tuple[list[str], DeltaTable | None]:
         """Create ``view`` over ``table``; return its local Parquet files ([] for S3) and the table."""
-        if self.is_remote:
+        try:
+            delta = self.delta(table)
+        except StoreError:
+            if table not in DERIVED_TABLES:
+                raise
+            # A store written before this derived table existed: empty until the next ingest builds it.
+            delta = None
+        if delta is not None and self.is_remote:
             # DuckDB's httpfs extension cannot be installed offline; pyarrow reads S3 and DuckDB pushes
             # filters and projections into the registered dataset.
-            dataset = self.delta(table).to_pyarrow_dataset()
-            con.register(f"_{view}_dataset", dataset)
+            con.register(f"_{view}_dataset", delta.to_pyarrow_dataset())
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_dataset")
-            return [], None
-        delta = self.delta(table)
-        files = delta.file_uris()
+            return [], delta
+        files = delta.file_uris() if delta is not None else []
         if files:
             # Paths come from the Delta log, not from the user; quoting keeps odd folder names valid SQL.
             file_list = ", ".join(sql_string(f) for f in files)
@@ -313,6 +320,25 @@ class Store:
         table = self.delta("intervals").to_pyarrow_table(columns=columns)
         values = [table[c].to_pylist() for c in columns]
         return {tuple(row[:-1]): row[-1] for row in zip(*values)}
+
+    def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str) -> None:
+        """Replace every row of ``job_ids`` in a derived table with ``rows`` (None: just delete), in one commit."""
+        if not job_ids:
+            return
+        predicate = "job_id IN (" + ", ".join(sql_string(j) for j in job_ids) + ")"
+        if rows is None:
+            self.delete_where(name, predicate)
+            return
+        write_deltalake(
+            self.table_uri(name),
+            self._prepare(name, rows),
+            mode="overwrite",
+            predicate=predicate,
+            writer_properties=WRITER_PROPERTIES,
+            storage_options=self.storage_options,
+            commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
+        )
+        crash_points.committed()
 
     def replace_table(self, name: str, rows: pa.Table, batch_id: str) -> None:
         """Overwrite a small bookkeeping table in one commit."""

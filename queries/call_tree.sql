@@ -1,18 +1,18 @@
 -- call_tree: the pyinstrument call trees of the intervals in `selection`, merged: frames on the same call
 -- path (same functions from the root down) become one node, their times summed.
 -- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
--- the caller picks them by the time span in the Delta log); the join with `selection`, which holds only
--- live intervals, is what keeps rows of unfinished or replaced batches out.
+-- the caller picks them by the time span in the Delta log); the semi-join with `selection`, which holds
+-- only live intervals, is what keeps rows of unfinished or replaced batches out.
 -- Parameters: $pyinstrument_frames_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in the roll-ups).
 -- Columns: node_id, start_mode, end_mode, job_phase, path_id, parent_path_id, depth, function, filename,
 --          lineno, function_name, time, self_time, await_time, frames, intervals.
 SELECT *
 FROM (
     SELECT
-        CASE WHEN $by_node THEN s.node_id END AS node_id,
-        CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
-        CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
-        CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
+        CASE WHEN $by_node THEN p.node_id END AS node_id,
+        CASE WHEN $by_modes THEN p.start_mode END AS start_mode,
+        CASE WHEN $by_modes THEN p.end_mode END AS end_mode,
+        CASE WHEN $by_job_phase THEN p.job_phase END AS job_phase,
         p.path_id,
         p.parent_path_id,
         p.depth,
@@ -26,9 +26,11 @@ FROM (
         count(*) AS frames,
         count(DISTINCT p.interval_id) AS intervals
     FROM _pyinstrument_frames_in($pyinstrument_frames_files) AS p
-    JOIN selection AS s USING (interval_id)
     -- The selection's time span, so row-group statistics skip the rest of the table.
     WHERE p.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
+      -- Fact rows repeat their interval's keys: only liveness needs the selection (a semi-join; a
+      -- join carrying the selection's columns took several times longer).
+      AND p.interval_id IN (SELECT interval_id FROM selection)
     GROUP BY ALL
 ) AS tree
 ORDER BY node_id NULLS FIRST, mode_rank(start_mode), mode_rank(end_mode), job_phase_rank(job_phase),

@@ -2,16 +2,16 @@
 -- does: per (callee, caller) pair, sum the edge's calls and times. Used to rebuild pstats.Stats objects
 -- (callers, print_callers, .prof files) and for call-graph questions.
 -- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
--- the caller picks them by the time span in the Delta log); the join with `selection`, which holds only
--- live intervals, is what keeps rows of unfinished or replaced batches out.
+-- the caller picks them by the time span in the Delta log); the semi-join with `selection`, which holds
+-- only live intervals, is what keeps rows of unfinished or replaced batches out.
 -- Parameters: $function_callers_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans, as in rollup_cprofile).
 -- Columns: node_id, start_mode, end_mode, job_phase, filename, lineno, function_name, caller_filename,
 --          caller_lineno, caller_function_name, total_calls, primitive_calls, tottime, cumtime.
 SELECT
-    CASE WHEN $by_node THEN s.node_id END AS node_id,
-    CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
-    CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
-    CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
+    CASE WHEN $by_node THEN c.node_id END AS node_id,
+    CASE WHEN $by_modes THEN c.start_mode END AS start_mode,
+    CASE WHEN $by_modes THEN c.end_mode END AS end_mode,
+    CASE WHEN $by_job_phase THEN c.job_phase END AS job_phase,
     c.filename,
     c.lineno,
     c.function_name,
@@ -23,7 +23,9 @@ SELECT
     sum(c.tottime) AS tottime,
     sum(c.cumtime) AS cumtime
 FROM _function_callers_in($function_callers_files) AS c
-JOIN selection AS s USING (interval_id)
 -- The selection's time span, so row-group statistics skip the rest of the table.
 WHERE c.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
+  -- Fact rows repeat their interval's keys: only liveness needs the selection (a semi-join; a
+  -- join carrying the selection's columns took several times longer).
+  AND c.interval_id IN (SELECT interval_id FROM selection)
 GROUP BY ALL

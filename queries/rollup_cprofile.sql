@@ -2,8 +2,8 @@
 -- pstats.Stats.add does: per function key (filename, lineno, function_name), sum calls and times.
 -- `selection` holds the intervals one of the fetch queries selected, registered by the caller.
 -- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
--- the caller picks them by the time span in the Delta log); the join with `selection`, which holds only
--- live intervals, is what keeps rows of unfinished or replaced batches out.
+-- the caller picks them by the time span in the Delta log); the semi-join with `selection`, which holds
+-- only live intervals, is what keeps rows of unfinished or replaced batches out.
 -- Parameters: $function_stats_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
 --             $sort (cumtime | tottime | ncalls | pcalls), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase (NULL unless grouped by), function, filename, lineno,
@@ -11,10 +11,10 @@
 SELECT *
 FROM (
     SELECT
-        CASE WHEN $by_node THEN s.node_id END AS node_id,
-        CASE WHEN $by_modes THEN s.start_mode END AS start_mode,
-        CASE WHEN $by_modes THEN s.end_mode END AS end_mode,
-        CASE WHEN $by_job_phase THEN s.job_phase END AS job_phase,
+        CASE WHEN $by_node THEN f.node_id END AS node_id,
+        CASE WHEN $by_modes THEN f.start_mode END AS start_mode,
+        CASE WHEN $by_modes THEN f.end_mode END AS end_mode,
+        CASE WHEN $by_job_phase THEN f.job_phase END AS job_phase,
         f.function,
         f.filename,
         f.lineno,
@@ -25,9 +25,11 @@ FROM (
         sum(f.cumtime) AS cumtime,
         count(*) AS intervals  -- a function appears once per interval: this counts the intervals it is in
     FROM _function_stats_in($function_stats_files) AS f
-    JOIN selection AS s USING (interval_id)
     -- The selection's time span, so row-group statistics skip the rest of the table.
     WHERE f.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
+      -- Fact rows repeat their interval's keys: only liveness needs the selection (a semi-join; a
+      -- join carrying the selection's columns took several times longer).
+      AND f.interval_id IN (SELECT interval_id FROM selection)
     GROUP BY ALL
 ) AS r
 QUALIFY $top IS NULL OR row_number() OVER (

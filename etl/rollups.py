@@ -1,0 +1,74 @@
+"""The phase roll-ups: derived tables that hold function_stats and function_callers already summed per
+job, node, start/end mode pair and job phase (schemas/phase_function_*.json).
+
+by_training_phase and by_job_phase aggregate every interval of a job; summing millions of fact rows per
+question is what made them slow. Ingest rebuilds a job's roll-up rows whenever its live intervals
+change. Every row carries the fingerprint of the intervals it was built from, so a question can tell a
+fresh roll-up from a stale one (a run killed between its intervals commit and the rebuild) and fall back
+to the fact tables; the next ingest rebuilds whatever is stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import duckdb
+
+from etl import queries
+from etl.store import Store
+
+# derived table -> the query that builds its rows for some jobs
+PHASE_TABLES: dict[str, str] = {
+    "phase_function_stats": "build_phase_function_stats",
+    "phase_function_callers": "build_phase_function_callers",
+}
+
+
+def live_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """job_id -> fingerprint of its live cProfile intervals (``con``: a Store.connect() connection)."""
+    table = queries.run_named(con, "phase_fingerprints", {})
+    return dict(zip(table["job_id"].to_pylist(), table["built_from"].to_pylist()))
+
+
+def built_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, set[str]]]:
+    """derived table -> job_id -> the fingerprints its rows were built from (one, unless damaged)."""
+    table = queries.run_named(con, "phase_built_from", {})
+    built: dict[str, dict[str, set[str]]] = {name: {} for name in PHASE_TABLES}
+    for name, job, fingerprint in zip(
+        table["table_name"].to_pylist(), table["job_id"].to_pylist(), table["built_from"].to_pylist()
+    ):
+        built[name].setdefault(job, set()).add(fingerprint)
+    return built
+
+
+def fresh_jobs(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Jobs whose rows in every phase table were built from exactly their live intervals."""
+    live = live_fingerprints(con)
+    built = built_fingerprints(con)
+    return {job for job, fingerprint in live.items() if all(built[name].get(job) == {fingerprint} for name in PHASE_TABLES)}
+
+
+def refresh_phase_rollups(
+    store: Store, batch_id: str, log: Callable[[str], None] | None = None
+) -> list[str]:
+    """Rebuild the phase roll-ups of every job whose live intervals changed since they were built, and
+    drop those of jobs that are gone; returns the jobs rebuilt. Call with the writer lock held."""
+    say = log or (lambda message: None)
+    con = store.connect()
+    try:
+        live = live_fingerprints(con)
+        built = built_fingerprints(con)
+        rebuilt: set[str] = set()
+        for name, build in PHASE_TABLES.items():
+            stale = sorted(job for job, fingerprint in live.items() if built[name].get(job) != {fingerprint})
+            gone = sorted(job for job in built[name] if job not in live)
+            if not stale and not gone:
+                continue
+            rows = queries.run_named(con, build, {"job_ids": stale}) if stale else None
+            store.replace_jobs(name, rows, stale + gone, batch_id)
+            rebuilt.update(stale)
+    finally:
+        con.close()
+    if rebuilt:
+        say(f"rebuilt the phase roll-ups of {len(rebuilt)} job(s)")
+    return sorted(rebuilt)

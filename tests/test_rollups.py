@@ -1,0 +1,169 @@
+"""The phase roll-ups (etl/rollups.py): derived tables that answer by_training_phase and by_job_phase.
+
+They must answer exactly like the fact tables, never be used when stale, and be rebuilt by the next
+ingest after anything (a kill included) leaves them behind the live intervals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import JobBuilder, assert_same_pstats, pstats_of
+from etl import Profiles, ingest
+from etl.rollups import PHASE_TABLES, fresh_jobs, live_fingerprints
+from etl.store import Store
+
+
+def build_jobs(root: Path, jobs: tuple[str, ...] = ("job-1", "job-2"), nodes: int = 2, steps: int = 4) -> dict[tuple, list[Path]]:
+    """Two jobs with every kind of interval; (job, node, start_mode, end_mode, job_phase) -> files."""
+    files: dict[tuple, list[Path]] = {}
+
+    def add(job_id: str, builder: JobBuilder, node: str, name: str, key: tuple, workload: str, repeat: int = 1) -> None:
+        files.setdefault((job_id, node, *key), []).append(builder.cprofile(node, name, workload, repeat))
+
+    for j, job_id in enumerate(jobs):
+        job = JobBuilder(root / job_id)
+        for n in range(nodes):
+            node = f"algo-{n + 1}"
+            t = 1000 * (j + 1) + n
+            add(job_id, job, node, f"prestepzero-*-start-{t}_train-0-stepstart-{t + 900}", ("prestepzero", "train", "initialization"), "c")
+            for step in range(steps):
+                start = 10_000 + step * 1000 + t
+                name = f"train-{step}-stepstart-{start}_train-{step}-stepend-{start + 800}"
+                add(job_id, job, node, name, ("train", "train", "training_loop"), "abc"[step % 3], 1 + step % 2)
+            start = 50_000 + t
+            add(job_id, job, node, f"train-{steps - 1}-stepend-{start}_eval-0-stepstart-{start + 100}", ("train", "eval", "training_loop"), "b")
+            add(job_id, job, node, f"eval-0-stepstart-{start + 200}_eval-0-stepend-{start + 900}", ("eval", "eval", "training_loop"), "a")
+            add(job_id, job, node, f"prestepzero-*-end-{start + 2000}_posthookclose-*-end-{start + 2500}", ("prestepzero", "posthookclose", "finalization"), "c")
+    return files
+
+
+def drop_rollups(store: Path, jobs: list[str]) -> None:
+    st = Store(str(store))
+    for name in PHASE_TABLES:
+        st.replace_jobs(name, None, jobs, "test")
+
+
+@pytest.mark.parametrize("method", ["by_training_phase", "by_job_phase"])
+def test_phase_rollups_answer_like_the_fact_tables(tmp_path, method):
+    files = build_jobs(tmp_path / "src")
+    store = tmp_path / "store"
+    ingest(str(tmp_path / "src"), str(store))
+    fast = Profiles(str(store))
+    assert fast._phase_rollup_state() == ({"job-1", "job-2"}, {"job-1", "job-2"})
+    questions = [
+        dict(job="job-1"),
+        dict(all_jobs=True, node="all"),
+        dict(job=["job-1", "job-2"], node="any"),
+        dict(job="job-2", node="algo-2", sort="tottime"),
+        dict(all_jobs=True, per_node=True, top=3, sort="ncalls"),
+    ]
+    from_rollups = [fast.fetch(method, **q) for q in questions]
+    drop_rollups(store, ["job-1", "job-2"])
+    slow = Profiles(str(store))
+    assert slow._phase_rollup_state()[0] == set()
+    from_facts = [slow.fetch(method, **q) for q in questions]
+
+    for question, a, b in zip(questions, from_rollups, from_facts):
+        assert a.table.column_names == b.table.column_names, question
+        assert a.table.num_rows == b.table.num_rows > 0, question
+        rows_a, rows_b = a.table.to_pylist(), b.table.to_pylist()
+        for ra, rb in zip(rows_a, rows_b):
+            for column, value in rb.items():
+                if isinstance(value, float):
+                    assert ra[column] == pytest.approx(value, rel=1e-9, abs=1e-12), (question, column)
+                else:
+                    assert ra[column] == value, (question, column)
+        if question.get("top") is None:
+            for group in b.groups():
+                assert_same_pstats(a.to_pstats(group).stats, b.to_pstats(group).stats)
+    # And both equal smdebug's way (pstats.Stats.add over the files), group by group.
+    group_of = {"by_training_phase": lambda key: key[2:4], "by_job_phase": lambda key: key[4:5]}[method]
+    one = from_rollups[0]  # job-1, every node
+    for group in one.groups():
+        wanted = [p for key, paths in files.items() if key[0] == "job-1" and group_of(key) == group for p in paths]
+        assert_same_pstats(one.to_pstats(group).stats, pstats_of(wanted))
+
+
+def test_stale_rollups_are_ignored_and_the_next_ingest_rebuilds_them(tmp_path, monkeypatch):
+    source = tmp_path / "src"
+    files = build_jobs(source, jobs=("job-1",))
+    store = tmp_path / "store"
+    ingest(str(source), str(store))
+    # New files arrive; the run that ingests them dies between its intervals commit and the rebuild.
+    job = JobBuilder(source / "job-1")
+    extra = job.cprofile("algo-3", "train-0-stepstart-70000_train-0-stepend-70500", "c")
+    # (etl.ingest the attribute is the function; the module is in sys.modules)
+    monkeypatch.setattr(sys.modules["etl.ingest"], "refresh_phase_rollups", lambda *args, **kwargs: [])
+    ingest(str(source), str(store))
+    monkeypatch.undo()
+
+    stale = Profiles(str(store))
+    assert stale._phase_rollup_state() == (set(), {"job-1"})
+    every_train_step = [p for key, paths in files.items() if key[2:4] == ("train", "train") for p in paths] + [extra]
+    answer = stale.by_training_phase(node="all")
+    assert_same_pstats(answer.to_pstats(("train", "train")).stats, pstats_of(every_train_step))
+
+    report = ingest(str(source), str(store))  # finds nothing new, still repairs the roll-ups
+    assert report.new_intervals == 0
+    fresh = Profiles(str(store))
+    assert fresh._phase_rollup_state() == ({"job-1"}, {"job-1"})
+    answer = fresh.by_training_phase(node="all")
+    assert_same_pstats(answer.to_pstats(("train", "train")).stats, pstats_of(every_train_step))
+
+
+def test_a_removed_job_loses_its_rollups(tmp_path):
+    source = tmp_path / "src"
+    build_jobs(source)
+    store = tmp_path / "store"
+    ingest(str(source), str(store))
+    st = Store(str(store))
+    st.delete_job("job-2")
+    ingest(str(source / "job-1"), str(store), job_id="job-1")
+    con = st.connect()
+    assert set(live_fingerprints(con)) == {"job-1"}
+    assert fresh_jobs(con) == {"job-1"}
+    for name in PHASE_TABLES:
+        assert {row[0] for row in con.sql(f"SELECT DISTINCT job_id FROM {name}").fetchall()} == {"job-1"}
+
+
+def test_killed_at_every_commit_the_rollups_end_fresh_and_right(tmp_path):
+    """Kill a real ingest after each of its Delta commits; the re-run must leave fresh roll-ups that
+    answer exactly like a clean run's."""
+    source = tmp_path / "src"
+    build_jobs(source, jobs=("job-1",), nodes=2, steps=3)
+    clean = tmp_path / "clean"
+    ingest(str(source), str(clean))
+    expected = Profiles(str(clean)).by_training_phase(node="all", per_node=True)
+
+    def run(store: Path, kill_after: int | None) -> int:
+        env = {**os.environ, "PROFLAKE_FLUSH_ROWS": "500"}
+        if kill_after is not None:
+            env["PROFLAKE_KILL_AFTER_COMMITS"] = str(kill_after)
+        return subprocess.run(
+            [sys.executable, "-m", "etl.cli", "ingest", str(source), "--store", str(store), "--workers", "1"],
+            env=env, capture_output=True,
+        ).returncode
+
+    killed = 0
+    for k in range(1, 60):
+        store = tmp_path / f"after-{k}"
+        code = run(store, k)
+        if code == 0:
+            break
+        assert code == -signal.SIGKILL
+        killed += 1
+        assert run(store, None) == 0
+        profiles = Profiles(str(store))
+        assert profiles._phase_rollup_state() == ({"job-1"}, {"job-1"}), k
+        answer = profiles.by_training_phase(node="all", per_node=True)
+        assert answer.table.num_rows == expected.table.num_rows, k
+        for group in expected.groups():
+            assert_same_pstats(answer.to_pstats(group).stats, expected.to_pstats(group).stats)
+    assert killed >= 4  # facts, intervals, both roll-up tables at least
