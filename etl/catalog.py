@@ -32,21 +32,14 @@ import duckdb
 from etl import queries
 from etl.errors import ProflakeError, UsageError
 from etl.s3 import explain_client_error, split_s3_uri
-from etl.schema import ALL_TABLES, table_spec
+from etl.schema import ALL_TABLES, SQL_TYPES, empty_select, table_spec
 from etl.store import FACT_TABLES, Store, sql_string
 
 REGISTRY = "_proflake/catalogs.json"
 # DuckDB's file format of the catalog: the oldest that holds what it needs, so BI tools whose bundled DuckDB
 # is older than proflake's (DuckDB 1.x JDBC drivers, the 1.x CLI) open it too.
 STORAGE_VERSION = "v1.0.0"
-_SQL_TYPES = {
-    "string": "VARCHAR",
-    "int64": "BIGINT",
-    "float64": "DOUBLE",
-    "bool": "BOOLEAN",
-    "timestamp": "TIMESTAMP WITH TIME ZONE",
-}
-DOC_TYPES = {v: k for k, v in _SQL_TYPES.items()}
+DOC_TYPES = {v: k for k, v in SQL_TYPES.items()}
 
 
 # -- the public contract ---------------------------------------------------------------------------------
@@ -423,14 +416,7 @@ def _source(con: duckdb.DuckDBPyConnection, store: Store, name: str, table, mate
     if files:
         return "read_parquet([" + ", ".join(sql_string(f) for f in files) + "])"
     # An empty table has no file to read: a typed, empty SELECT keeps its columns.
-    columns = ", ".join(
-        f"CAST(NULL AS {_SQL_TYPES[c.type_name]}) AS {_quote(c.name)}" for c in table_spec(name).columns
-    )
-    return f"(SELECT {columns} LIMIT 0)"
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+    return empty_select(name)
 
 
 def _is_catalog_of(path: Path, store: Store) -> bool:

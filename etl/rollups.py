@@ -54,10 +54,16 @@ def refresh_phase_rollups(
     """Rebuild the phase roll-ups of every job whose live intervals changed since they were built, and
     drop those of jobs that are gone; returns the jobs rebuilt. Call with the writer lock held."""
     say = log or (lambda message: None)
-    con = store.connect()
+    con = store.connect(tables=PHASE_TABLES)  # enough to tell whether anything is stale
     try:
         live = live_fingerprints(con)
         built = built_fingerprints(con)
+        if all(built[name].get(job) == {fp} for name in PHASE_TABLES for job, fp in live.items()) and not any(
+            job not in live for name in PHASE_TABLES for job in built[name]
+        ):
+            return []
+        con.close()
+        con = store.connect()
         rebuilt: set[str] = set()
         for name, build in PHASE_TABLES.items():
             stale = sorted(job for job, fingerprint in live.items() if built[name].get(job) != {fingerprint})

@@ -28,6 +28,14 @@ _TYPES: dict[str, pa.DataType] = {
     "bool": pa.bool_(),
     "timestamp": pa.timestamp("us", tz="UTC"),
 }
+# The same types in DuckDB's SQL.
+SQL_TYPES: dict[str, str] = {
+    "string": "VARCHAR",
+    "int64": "BIGINT",
+    "float64": "DOUBLE",
+    "bool": "BOOLEAN",
+    "timestamp": "TIMESTAMP WITH TIME ZONE",
+}
 
 
 @dataclass(frozen=True)
@@ -83,3 +91,11 @@ def arrow_schema(name: str) -> pa.Schema:
 
 
 INTERVAL_KEY_COLUMNS: tuple[str, ...] = tuple(c.name for c in table_spec("interval_keys").columns)
+
+
+def empty_select(name: str) -> str:
+    """A typed SELECT of no rows with the table's columns: a view over a table that has no file yet."""
+    columns = ", ".join(
+        f"CAST(NULL AS {SQL_TYPES[c.type_name]}) AS \"{c.name}\"" for c in table_spec(name).columns
+    )
+    return f"(SELECT {columns} LIMIT 0)"

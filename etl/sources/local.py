@@ -32,36 +32,47 @@ class LocalSource:
         return self.root.parts
 
     def list(self) -> Iterator[SourceObject]:
-        def fail(error: OSError) -> None:
-            raise SourceError(f"cannot list {error.filename!r}: {error.strerror}; check its permissions") from error
+        """Every file below the root, depth first, names sorted, files of a folder before its subfolders.
 
-        for dirpath, dirnames, filenames in os.walk(self.root, onerror=fail, followlinks=False):
-            dirnames.sort()
-            for name in sorted(filenames):
-                path = os.path.join(dirpath, name)
-                try:
-                    st = os.lstat(path)
-                except OSError:
-                    continue  # vanished between listing and stat
-                if stat.S_ISLNK(st.st_mode):
-                    target = os.readlink(path)
+        os.scandir rather than os.walk + lstat + pathlib: the directory entries already say what is a
+        folder or a link, and parts are built from the parent's, so a nightly re-run of a large
+        unchanged job spends its time on one stat per file and nothing else.
+        """
+        yield from self._list_folder(str(self.root), self.root.parts)
+
+    def _list_folder(self, folder: str, parts: tuple[str, ...]) -> Iterator[SourceObject]:
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as error:
+            raise SourceError(f"cannot list {folder!r}: {error.strerror}; check its permissions") from error
+        subfolders = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    subfolders.append(entry)
+                    continue
+                if entry.is_symlink():
+                    if entry.is_dir():
+                        continue  # a link to a folder: never walked into, as os.walk(followlinks=False)
+                    st = entry.stat(follow_symlinks=False)
                     yield SourceObject(
-                        uri=path,
-                        parts=Path(path).parts,
+                        uri=entry.path,
+                        parts=(*parts, entry.name),
                         size=st.st_size,
                         version=str(st.st_mtime_ns),
-                        problem=f"is a symbolic link (to {target!r}); links are not followed",
+                        problem=f"is a symbolic link (to {os.readlink(entry.path)!r}); links are not followed",
                         problem_kind="symlink",
                     )
                     continue
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                yield SourceObject(
-                    uri=path,
-                    parts=Path(path).parts,
-                    size=st.st_size,
-                    version=str(st.st_mtime_ns),
-                )
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # vanished between listing and stat
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            yield SourceObject(uri=entry.path, parts=(*parts, entry.name), size=st.st_size, version=str(st.st_mtime_ns))
+        for entry in subfolders:
+            yield from self._list_folder(entry.path, (*parts, entry.name))
 
     def read(self, obj: SourceObject) -> bytes:
         try:
