@@ -4,7 +4,8 @@ Data flows one way: source -> layout -> reader -> Arrow -> store. One run is one
 
 1. take the store's writer lock (etl/lock.py) and repair what a killed run left (``repair``);
 2. record the batch as 'started' in ``batches``;
-3. read and parse new or changed files (bounded parallel reads), appending facts in bounded chunks;
+3. read new or changed files (bounded parallel reads) and parse them in worker processes, which write
+   the facts as Parquet files in bounded segments; commit those files as they come;
 4. commit the batch's intervals, replacing older versions of changed files, in ONE Delta commit —
    the moment the whole batch becomes visible (etl/store.py);
 5. delete the facts of the intervals it replaced, and record the batch as 'committed'.
@@ -18,6 +19,9 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
+import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -25,22 +29,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-import numpy as np
 import pyarrow as pa
 
 from etl.catalog import refresh_catalogs
+from etl.deltawrite import DataFile, commit_data_files, parquet_options
 from etl.errors import LayoutError, ProflakeError
 from etl.layout import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, IntervalPath, is_stats_file, parse_stats_path
 from etl.lock import StoreLock
 from etl.rollups import refresh_phase_rollups
 from etl.s3 import S3Config
-from etl.schema import arrow_schema, table_spec
+from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema
 from etl.sources.base import Source, SourceObject, open_source
-from etl.store import FACT_TABLES, Store, raw_view, sql_string
-from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, Failure, ParsePool, Task, load_facts
+from etl.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
+from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, ParsePool, Task
 
-# Fact rows held in memory before they are appended; bounds memory however large the corpus.
-# PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more commits).
+# Fact rows a parse worker holds before it writes them as files (one per fact table); bounds memory
+# however large the corpus. PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more commits).
 FLUSH_ROWS = 150_000
 # Objects being read at once; bounds memory to about this many stats files.
 READ_AHEAD = 32
@@ -193,11 +197,23 @@ def ingest(
         replaced.pop(obj.uri, None)
         say(f"failed: {obj.uri}: {message}")
 
+    fresh = full_refresh or not st.exists()
     st.create()
-    with StoreLock(st, wait=wait, purpose="proflake ingest"):
+    pool = ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s)
+    if fresh:
+        pool.start()  # every file will be new: the workers start while the store is opened and listed
+    with pool, StoreLock(st, wait=wait, purpose="proflake ingest"):
         report.repaired = repair(st, log=say)
-        candidates = _discover(src, report, bar, fail)
         known = {} if full_refresh else st.ingested_versions()
+
+        def listed(obj: SourceObject) -> None:
+            # Workers take a moment to start: start them at the first new file listed, and they are
+            # ready when its bytes are.
+            previous = known.get(obj.uri)
+            if previous is None or previous[1:] != (obj.size, obj.version):
+                pool.start()
+
+        candidates = _discover(src, report, bar, fail, listed)
         existing = {} if full_refresh else st.interval_keys()
         todo: list[tuple[_Candidate, str]] = []
         claimed: dict[tuple, str] = {}
@@ -235,9 +251,13 @@ def ingest(
             return report
 
         _record(st, report, "started", now)
-        writer = _BatchWriter(st, report.batch_id)
+        # Workers fill their files in this order, (job, node, start time), so each file spans a narrow
+        # stretch of it and readers skip the files whose statistics miss their question.
+        todo.sort(key=lambda item: item[1])
         bar.reading(len(todo), sum(c.stats.size for c, _ in todo))  # type: ignore[union-attr]
-        pending: dict[int, tuple[_Candidate, str]] = {}
+        committer = _FactCommitter(st, report.batch_id)
+        intervals = _Intervals()
+        pending: dict[int, tuple[_Candidate, dict]] = {}
 
         def tasks() -> Iterator[Task]:
             for index, ((candidate, job), data) in enumerate(_read_ahead(src, todo)):
@@ -247,31 +267,32 @@ def ingest(
                     bar.advance(1, obj.size)
                     continue
                 report.bytes_read += len(data)
-                pending[index] = (candidate, job)
-                yield Task(index, candidate.path.profiler, data)
+                keys = _interval_keys(candidate, job, report.batch_id)
+                pending[index] = (candidate, keys)
+                yield Task(index, candidate.path.profiler, data, tuple(keys[c] for c in INTERVAL_KEY_COLUMNS))
 
         try:
-            with ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s) as pool:
-                for chunk in pool.parse(tasks()):
-                    parsed: list[tuple[dict, dict[str, int]]] = []
-                    for index, result in chunk.outcomes:
-                        candidate, job = pending.pop(index)
-                        obj = candidate.stats
-                        if isinstance(result, Failure):
-                            fail(obj, result.kind, f"{obj.uri}: {result.message}")
-                        else:
-                            row = _interval_row(candidate, job, report.batch_id, now, result.summary)
-                            parsed.append((row, result.counts))
-                        bar.advance(1, obj.size)
-                    writer.add_chunk(parsed, load_facts(chunk.facts))
+            sink = FactSink(committer.directories, report.batch_id, _flush_rows(), parquet_options(WRITER_PROPERTIES))
+            for result in pool.parse(tasks(), sink):
+                parsed: list[dict] = []
+                for index, outcome in result.outcomes:
+                    candidate, keys = pending.pop(index)
+                    obj = candidate.stats
+                    if isinstance(outcome, Failure):
+                        fail(obj, outcome.kind, f"{obj.uri}: {outcome.message}")
+                    else:
+                        parsed.append(_interval_row(candidate, keys, now, outcome.summary))  # type: ignore[attr-defined]
+                    bar.advance(1, obj.size)
+                intervals.add(parsed)
+                committer.add(result.files)
             bar.writing("committing")
-            writer.flush()
-            writer.wait()
+            committer.finish()
         finally:
-            writer.close()
-        st.commit_intervals(writer.interval_table(), report.batch_id, sorted(replaced), full_refresh)
-        report.rows = writer.rows
-        report.new_intervals = writer.interval_count
+            committer.close()
+        interval_table = intervals.table()
+        st.commit_intervals(interval_table, report.batch_id, sorted(replaced), full_refresh)
+        report.rows = {"intervals": interval_table.num_rows, **committer.rows}
+        report.new_intervals = interval_table.num_rows
         report.replaced_intervals = len(replaced)
         # The batch is visible now. What follows only removes rows no view shows any more.
         if full_refresh:
@@ -279,7 +300,7 @@ def ingest(
                 st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
         elif replaced:
             st.delete_rows_of("interval_id", sorted(replaced.values()))
-        _update_quarantine(st, report, {row["source_uri"] for row in writer.intervals}, now)
+        _update_quarantine(st, report, set(interval_table["source_uri"].to_pylist()), now)
         refresh_phase_rollups(st, report.batch_id, log=say)
         report.seconds = time.perf_counter() - started
         _record(st, report, "committed", datetime.now(timezone.utc))
@@ -322,17 +343,10 @@ def _update_quarantine(store: Store, report: IngestReport, ingested: set[str], n
 def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
     """Finish or undo batches a killed run left behind; returns their ids. Call with the lock held."""
     say = log or (lambda message: None)
-    con = store.connect()
-    unfinished = [
-        row[0]
-        for row in con.sql(
-            "SELECT batch_id FROM batches GROUP BY batch_id "
-            "HAVING bool_or(event = 'started') AND NOT bool_or(event IN ('committed', 'abandoned', 'repaired')) "
-            "ORDER BY batch_id"
-        ).fetchall()
-    ]
+    unfinished = _unfinished_batches(store)
     if not unfinished:
-        return []
+        return []  # the usual case, answered without the views of store.connect()
+    con = store.connect()
     committed = {row[0] for row in con.sql("SELECT DISTINCT batch_id FROM intervals").fetchall()}
     now = datetime.now(timezone.utc)
     abandoned = [b for b in unfinished if b not in committed]
@@ -360,6 +374,15 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
     return unfinished
 
 
+def _unfinished_batches(store: Store) -> list[str]:
+    """Batches recorded as 'started' with no later event: the runs that were killed."""
+    events = store.delta("batches").to_pyarrow_table(columns=["batch_id", "event"]).to_pydict()
+    started, ended = set(), set()
+    for batch, event in zip(events["batch_id"], events["event"]):
+        (started if event == "started" else ended).add(batch)
+    return sorted(started - ended)
+
+
 def _record(store: Store, report: IngestReport, event: str, at: datetime) -> None:
     row = {"batch_id": report.batch_id, "event": event, "recorded_at": at, "source": report.source, "full_refresh": report.full_refresh}
     if event == "committed":
@@ -377,8 +400,13 @@ def _record(store: Store, report: IngestReport, event: str, at: datetime) -> Non
 
 
 def _discover(
-    src: Source, report: IngestReport, bar: Progress, fail: Callable[[SourceObject, str, str], None]
+    src: Source,
+    report: IngestReport,
+    bar: Progress,
+    fail: Callable[[SourceObject, str, str], None],
+    listed: Callable[[SourceObject], None] = lambda obj: None,
 ) -> list[_Candidate]:
+    """The listing's intervals in (node, start time, path) order; ``listed`` sees each stats file as found."""
     by_interval: dict[tuple[str, ...], _Candidate] = {}
     for obj in src.list():
         report.files_seen += 1
@@ -408,6 +436,7 @@ def _discover(
         else:
             candidate.stats = obj
             candidate.path = path
+            listed(obj)
     bar.listing(report.files_seen)
     report.intervals_seen = sum(1 for c in by_interval.values() if c.stats is not None)
     # Path order breaks ties, so which of two directories naming one interval is kept is predictable.
@@ -439,8 +468,8 @@ def _timestamp(us: float) -> datetime:
     return datetime.fromtimestamp(round(us) / 1e6, tz=timezone.utc)
 
 
-def _interval_row(candidate: _Candidate, job_id: str, batch_id: str, now: datetime, summary: dict) -> dict:
-    """The intervals row: what the path says, plus what the parsed contents say (``summary``)."""
+def _interval_keys(candidate: _Candidate, job_id: str, batch_id: str) -> dict:
+    """The interval keys of a file: they lead its intervals row and are repeated on each of its fact rows."""
     path, obj = candidate.path, candidate.stats
     assert obj is not None
     return {
@@ -460,6 +489,15 @@ def _interval_row(candidate: _Candidate, job_id: str, batch_id: str, now: dateti
         "end_time_us": path.end_time_us,
         "end_time": _timestamp(path.end_time_us),
         "job_phase": path.job_phase,
+    }
+
+
+def _interval_row(candidate: _Candidate, keys: dict, now: datetime, summary: dict) -> dict:
+    """The intervals row: what the path says, plus what the parsed contents say (``summary``)."""
+    path, obj = candidate.path, candidate.stats
+    assert obj is not None
+    return {
+        **keys,
         "profiler": path.profiler,
         "layout": path.layout,
         "duration_s": (path.end_time_us - path.start_time_us) / 1e6,
@@ -472,85 +510,96 @@ def _interval_row(candidate: _Candidate, job_id: str, batch_id: str, now: dateti
     }
 
 
-class _BatchWriter:
-    """Buffers parsed chunks; appends facts in bounded chunks; the intervals are committed by the caller."""
+def _flush_rows() -> int:
+    return int(os.environ.get("PROFLAKE_FLUSH_ROWS") or FLUSH_ROWS)
+
+
+class _Intervals:
+    """The batch's intervals rows, kept as Arrow batches (a few hundred bytes a row) until they commit."""
+
+    def __init__(self) -> None:
+        self._schema = arrow_schema("intervals")
+        self._batches: list[pa.RecordBatch] = []
+
+    def add(self, rows: list[dict]) -> None:
+        if rows:
+            self._batches.append(pa.RecordBatch.from_pylist(rows, schema=self._schema))
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_batches(self._batches, schema=self._schema)
+
+
+class _FactCommitter:
+    """Commits the fact files the parse workers wrote: per fact table, whatever has arrived since the
+    last commit, in one Delta commit, on a background thread so commits overlap with parsing. Workers
+    write into the tables' folders directly; for an S3 store they write into a local spool folder and
+    the files are uploaded here, before their commit."""
 
     def __init__(self, store: Store, batch_id: str) -> None:
         self.store = store
         self.batch_id = batch_id
-        self.intervals: list[dict] = []
-        # Per parsed chunk: the intervals it holds (indices into self.intervals), their row counts per
-        # fact table, and its facts (rows of those intervals, in that order).
-        self.pending: list[tuple[list[int], list[dict[str, int]], dict[str, pa.Table]]] = []
-        self.pending_rows = 0
-        self.rows: dict[str, int] = {name: 0 for name in ("intervals", *FACT_TABLES)}
-        self._key_types = {f.name: f.type for f in arrow_schema("interval_keys")}
-        self.flush_rows = int(os.environ.get("PROFLAKE_FLUSH_ROWS") or FLUSH_ROWS)
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-write")
-        self._writing: Future | None = None
-
-    @property
-    def interval_count(self) -> int:
-        return len(self.intervals)
-
-    def add_chunk(self, parsed: list[tuple[dict, dict[str, int]]], facts: dict[str, pa.Table]) -> None:
-        if not parsed:
-            return
-        owners = list(range(len(self.intervals), len(self.intervals) + len(parsed)))
-        self.intervals.extend(row for row, _ in parsed)
-        self.pending.append((owners, [counts for _, counts in parsed], facts))
-        self.pending_rows += sum(t.num_rows for t in facts.values())
-        if self.pending_rows >= self.flush_rows:
-            self.flush()
-
-    def flush(self) -> None:
-        # Chunks arrive in completion order; each holds consecutive files of the sorted listing, so
-        # ordering chunks by their first interval orders the rows by (node, start time) for pruning.
-        def first(part: tuple) -> tuple:
-            row = self.intervals[part[0][0]]
-            return (row["job_id"], row["node_id"], row["start_time_us"])
-
-        parts = sorted(self.pending, key=first)
-        ready = {}
+        self.rows: dict[str, int] = {name: 0 for name in FACT_TABLES}
+        self._spool = tempfile.mkdtemp(prefix="proflake-spool-") if store.is_remote else None
+        self.directories: dict[str, str] = {}
         for name in FACT_TABLES:
-            tables = [facts[name] for _, _, facts in parts if name in facts and facts[name].num_rows]
-            if not tables:
-                continue
-            owners = [i for owned, counts, _ in parts for i, c in zip(owned, counts) if c.get(name)]
-            counts = [c[name] for _, per_file, _ in parts for c in per_file if c.get(name)]
-            ready[name] = self._with_interval_keys(name, pa.concat_tables(tables), owners, counts)
-        self.pending.clear()
-        self.pending_rows = 0
-        # Parquet encoding (in deltalake, outside the GIL) overlaps with parsing the next files. One
-        # write at a time and at most one flush waiting for it: memory stays bounded.
-        self.wait()
-        self._writing = self._writer.submit(self._write, ready)
+            if self._spool is None:
+                self.directories[name] = os.path.join(store.root, name)
+            else:
+                self.directories[name] = os.path.join(self._spool, name)
+                os.makedirs(self.directories[name], exist_ok=True)
+        self._pending: list[DataFile] = []
+        self._lock = threading.Lock()
+        self._tables: dict = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-commit")
+        self._commits: list[Future] = []
 
-    def _write(self, tables: dict[str, pa.Table]) -> None:
-        for name, table in tables.items():
-            self.store.append(name, table, self.batch_id, presorted=True)
-            self.rows[name] += table.num_rows
+    def add(self, files: list[DataFile]) -> None:
+        """Queue files for commit; re-raise here, in the ingest's thread, an earlier commit's error."""
+        for done in [f for f in self._commits if f.done()]:
+            self._commits.remove(done)
+            done.result()
+        if files:
+            with self._lock:
+                self._pending.extend(files)
+            self._commits.append(self._executor.submit(self._commit_pending))
 
-    def wait(self) -> None:
-        """Wait for the write in flight; re-raise its error here, in the ingest's thread."""
-        if self._writing is not None:
-            writing, self._writing = self._writing, None
-            writing.result()
+    def finish(self) -> None:
+        """Wait until every queued file is committed."""
+        while self._commits:
+            self._commits.pop(0).result()
 
     def close(self) -> None:
-        self._writer.shutdown(wait=True)
+        self._executor.shutdown(wait=True)
+        if self._spool is not None:
+            shutil.rmtree(self._spool, ignore_errors=True)
 
-    def interval_table(self) -> pa.Table:
-        self.rows["intervals"] = len(self.intervals)
-        return pa.Table.from_pylist(self.intervals, schema=arrow_schema("intervals"))
+    def _commit_pending(self) -> None:
+        with self._lock:
+            files, self._pending = self._pending, []
+        for name in FACT_TABLES:
+            mine = [f for f in files if f.table == name]
+            if not mine:
+                continue
+            if self._spool is not None:
+                for f in mine:
+                    self._upload(f)
+            table = self._tables.get(name)
+            if table is None:
+                table = self._tables[name] = self.store.delta(name)
+            else:
+                table.update_incremental()  # deltalake does not advance it on commit
+            commit_data_files(table, mine, self.batch_id)
+            crash_points.committed()
+            self.rows[name] += sum(f.rows for f in mine)
 
-    def _with_interval_keys(self, name: str, facts: pa.Table, owners: list[int], counts: list[int]) -> pa.Table:
-        """Each fact row gets its interval's keys as dictionary-encoded columns: one value per interval
-        plus an index per row, so nothing is copied per row (and Parquet writes them as dictionaries)."""
-        indices = pa.array(np.repeat(np.arange(len(owners), dtype=np.int32), counts))
-        columns = {
-            key: pa.DictionaryArray.from_arrays(indices, pa.array([self.intervals[i][key] for i in owners], type_))
-            for key, type_ in self._key_types.items()
-        }
-        columns.update({c: facts[c] for c in facts.column_names})
-        return pa.table(columns).select(table_spec(name).column_names)
+    def _upload(self, f: DataFile) -> None:
+        from etl.s3 import explain_client_error, split_s3_uri
+
+        bucket, prefix = split_s3_uri(f"{self.store.table_uri(f.table)}/{f.name}")
+        if not hasattr(self, "_client"):
+            self._client = self.store.s3.client()  # type: ignore[union-attr]
+        try:
+            self._client.upload_file(f.local_path, bucket, prefix)
+        except Exception as e:
+            raise explain_client_error(e, f"s3://{bucket}/{prefix}") from e
+        os.unlink(f.local_path)

@@ -8,35 +8,46 @@ over several files. When a worker dies (a segfault in a decoder, the kernel's OO
 its time, the chunk it held is split and each file retried alone in a fresh worker; the file that kills
 a worker on its own is the one reported, as ``crash`` or ``timeout``. Memory errors inside the limit
 arrive as ``memory``. Idle workers are kept for the next run in the same process.
+
+Fact rows never travel back to the parent. A worker keeps the rows of the files it parsed (its
+*segment*) and, once it holds ``FactSink.flush_rows`` of them or the parent asks, writes them as one
+Parquet file per fact table, its rows sorted and its interval keys dictionary-encoded, into the
+table's folder (etl/deltawrite.py): encoding and compression run in every worker, and the parent only
+commits the files. Outcomes reach the caller when the files holding their rows are written (*sealed*):
+if a worker dies, the chunks of its unwritten segment are parsed again elsewhere, so no file's rows
+are lost or written twice.
 """
 
 from __future__ import annotations
 
 import atexit
 import importlib
-import itertools
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
+import numpy as np
 import pyarrow as pa
 
-from etl.errors import ParseError, ProflakeError
+from etl.deltawrite import DataFile, write_data_file
+from etl.errors import ParseError, ProflakeError, StoreError
 from etl.parse import ParsedStats
+from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
 
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_TIMEOUT_S = 120.0
 CHUNK_FILES = 16
 CHUNK_BYTES = 8 * 1024 * 1024
 DEFAULT_PARSE = "etl.parse:parse_stats"
-_SEQUENCE = itertools.count()
+# A worker that dies this many times writing its segment (not parsing: those files are retried alone)
+# points at the store or the machine, not at a file: the run stops.
+MAX_WRITE_DEATHS = 3
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,20 @@ class Task:
     key: int  # the caller's handle for the file
     profiler: str
     data: bytes
+    interval: tuple | None = None  # its interval-key values (etl.schema.INTERVAL_KEY_COLUMNS order)
+
+
+@dataclass(frozen=True)
+class FactSink:
+    """Where workers write fact rows: ``directories`` maps each fact table to the folder its files go
+    in (the table's own folder, or a spool folder the parent uploads from); ``prefix`` (the batch id)
+    starts every file name; a worker writes its segment once it holds ``flush_rows`` fact rows, with
+    ``options`` (etl.deltawrite.parquet_options of the store's writer settings)."""
+
+    directories: dict[str, str]
+    prefix: str
+    flush_rows: int
+    options: dict
 
 
 @dataclass(frozen=True)
@@ -60,11 +85,22 @@ class ParsedFile:
 
 @dataclass
 class ChunkResult:
-    """What a worker returns for a chunk: each file's outcome (a ParsedFile, a Failure, or whatever a
-    custom parse function returned), and the facts of the parsed files, concatenated in outcome order."""
+    """Outcomes of parsed files (a ParsedFile, a Failure, or whatever a custom parse function returned)
+    and the data files, not yet committed, that hold all their fact rows."""
 
     outcomes: list[tuple[int, object]]
-    facts: dict[str, str] = field(default_factory=dict)  # fact table -> spooled Arrow file (see load_facts)
+    files: list[DataFile] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """A worker's answer to one message: the outcomes of the chunk it parsed, and the segments it
+    finished writing since its last answer (*seals*): (n, files) means the files hold the facts of
+    every chunk up to its n-th."""
+
+    outcomes: list[tuple[int, object]]
+    seals: list[tuple[int, list[DataFile]]] = field(default_factory=list)
+    error: str | None = None  # writing a segment failed: the run must stop, not quarantine files
 
 
 def default_workers() -> int:
@@ -95,6 +131,9 @@ def worker_main(memory_mb: int, spec: str) -> None:
     tasks = Connection(0, writable=False)
     parse = _load(spec)
     _limit_memory(memory_mb)
+    segment = _Segment()
+    writer = _SegmentWriter()
+    parsed = 0  # chunks answered: a seal covers every chunk up to a count
     output.send("ready")
     while True:
         try:
@@ -103,10 +142,12 @@ def worker_main(memory_mb: int, spec: str) -> None:
             return
         if message is None:
             return
-        spool, chunk = message
+        kind, sink, chunk = message
+        if segment.sink is not None and segment.sink != sink:
+            segment.take()  # left by a run its parent abandoned: never written under another batch
+        segment.sink = sink
         outcomes: list[tuple[int, object]] = []
-        tables: dict[str, list] = {}
-        for key, profiler, data in chunk:
+        for key, profiler, data, interval in chunk:
             try:
                 result = parse(profiler, data)
             except ParseError as e:
@@ -118,45 +159,157 @@ def worker_main(memory_mb: int, spec: str) -> None:
             except Exception as e:  # a reader bug must cost one file, not the batch
                 result = Failure("internal", f"unexpected {type(e).__name__} while parsing: {e}")
             if isinstance(result, ParsedStats):
-                # Facts travel once per chunk, concatenated: far cheaper to pickle than a table per file.
-                for name, table in result.facts.items():
-                    tables.setdefault(name, []).append(table)
+                if sink is not None:  # without one, a caller wants outcomes only
+                    segment.add(interval, result.facts)
                 result = ParsedFile(result.summary, {name: t.num_rows for name, t in result.facts.items()})
             outcomes.append((key, result))
             del data
         del chunk
-        output.send(ChunkResult(outcomes, _spool(spool, tables)))
-        del tables
+        if kind == "parse":
+            parsed += 1
+        if sink is None:
+            writer.nothing_to_write(parsed)
+        elif kind == "seal" or segment.rows >= sink.flush_rows:
+            writer.write(parsed, segment.take(), sink)
+        if kind == "seal":
+            writer.wait()
+        seals, error = writer.finished()
+        output.send(_Reply(outcomes, seals, error))
 
 
-def _spool(spool: str, tables: dict[str, list]) -> dict[str, str]:
-    """Write a chunk's facts as Arrow IPC files the parent memory-maps: no pickling, no copy through
-    the pipe."""
-    paths = {}
-    for name, parts in tables.items():
-        table = pa.concat_tables(parts)
-        path = os.path.join(spool, f"{os.getpid()}-{next(_SEQUENCE)}-{name}.arrow")
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        paths[name] = path
-    return paths
+class _Segment:
+    """Fact rows a worker holds until it writes them: per fact table, each parsed file's rows and its
+    interval keys."""
+
+    def __init__(self) -> None:
+        self.sink: FactSink | None = None
+        self.parts: dict[str, list[tuple[tuple, pa.Table]]] = {}
+        self.rows = 0
+
+    def add(self, interval: tuple | None, facts: dict[str, pa.Table]) -> None:
+        for name, table in facts.items():
+            if table.num_rows:
+                if interval is None:
+                    raise ProflakeError("a parsed file's facts came without its interval keys")
+                self.parts.setdefault(name, []).append((interval, table))
+                self.rows += table.num_rows
+
+    def take(self) -> dict[str, list[tuple[tuple, pa.Table]]]:
+        parts, self.parts, self.rows = self.parts, {}, 0
+        return parts
 
 
-def load_facts(paths: dict[str, str]) -> dict[str, pa.Table]:
-    """Read a chunk's spooled facts (zero-copy) and remove the files; the mapping keeps the data."""
-    tables = {}
-    for name, path in paths.items():
-        tables[name] = pa.ipc.open_file(pa.memory_map(path)).read_all()
-        os.unlink(path)
-    return tables
+class _SegmentWriter:
+    """Writes segments on a thread while the worker parses on (pyarrow encodes and compresses without
+    the GIL), one at a time: a worker holds at most the segment being written and the one it fills."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-segment")
+        self._writing: deque[tuple[int, Future]] = deque()
+        self._done: list[tuple[int, list[DataFile]]] = []
+
+    def write(self, through: int, parts: dict[str, list[tuple[tuple, pa.Table]]], sink: FactSink) -> None:
+        """Write ``parts``, which hold the facts of every chunk up to the ``through``-th."""
+        self.wait()
+        self._writing.append((through, self._pool.submit(_write_segment, parts, sink)))
+
+    def nothing_to_write(self, through: int) -> None:
+        self._done.append((through, []))
+
+    def wait(self) -> None:
+        while self._writing:
+            through, future = self._writing.popleft()
+            try:
+                self._done.append((through, future.result()))
+            except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the run
+                self._done.append((through, e))  # type: ignore[arg-type]
+
+    def finished(self) -> tuple[list[tuple[int, list[DataFile]]], str | None]:
+        """Seals written since the last call, in order; or the error of a write that failed."""
+        while self._writing and self._writing[0][1].done():
+            through, future = self._writing.popleft()
+            try:
+                self._done.append((through, future.result()))
+            except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the run
+                self._done.append((through, e))  # type: ignore[arg-type]
+        done, self._done = self._done, []
+        for _, files in done:
+            if isinstance(files, Exception):
+                return [], f"{type(files).__name__}: {files}"
+        return done, None
+
+
+def _write_segment(parts: dict[str, list[tuple[tuple, pa.Table]]], sink: FactSink) -> list[DataFile]:
+    """One Parquet file per fact table, its rows in the table's sort order."""
+    return [
+        write_data_file(name, _fact_table(name, table_parts), sink.directories[name], sink.prefix, sink.options)
+        for name, table_parts in parts.items()
+    ]
+
+
+def _fact_table(name: str, parts: list[tuple[tuple, pa.Table]]) -> pa.Table:
+    """A fact table's rows with its interval keys. Each file's rows share one interval, so ordering the
+    files orders the rows. Text keys are dictionary arrays (a value per file, an index per row): Parquet
+    stores them as dictionaries anyway, and writes them fastest so; numbers and times are repeated per
+    row, which Parquet writes faster than a dictionary of them (and a null cannot be a dictionary value)."""
+    spec = table_spec(name)
+    positions = {column: i for i, column in enumerate(INTERVAL_KEY_COLUMNS)}
+    by_keys = all(column in positions for column in spec.sort_by)
+    if by_keys:
+        order = [positions[c] for c in spec.sort_by]
+        parts = sorted(parts, key=lambda part: tuple(part[0][i] for i in order))
+    indices = pa.array(np.repeat(np.arange(len(parts), dtype=np.int32), [t.num_rows for _, t in parts]))
+    columns = {}
+    for i, key in enumerate(arrow_schema("interval_keys")):
+        values = pa.array([p[0][i] for p in parts], key.type)
+        if pa.types.is_string(key.type) and not values.null_count:
+            columns[key.name] = pa.DictionaryArray.from_arrays(indices, values)
+        else:
+            columns[key.name] = values.take(indices)
+    facts = pa.concat_tables([t for _, t in parts])
+    columns.update({c: facts[c] for c in facts.column_names})
+    table = pa.table(columns).select(spec.column_names)
+    if not by_keys and spec.sort_by:
+        table = table.sort_by([(c, "ascending") for c in spec.sort_by])
+    return table
 
 
 # -- the parent side ----------------------------------------------------------------------------------
+# A worker loads ``etl`` as a bare package: the package's __init__ imports the query stack (DuckDB,
+# deltalake, the API), which parsing never uses. And it hides pandas, which pyarrow imports on its
+# first conversion of a Python list just to ask whether the list is a pandas object. Each saves ~40 MB
+# per worker and a fraction of a second of its start. ``python -m etl.workers`` runs the same loop with
+# the full package.
+_BOOT = """
+import importlib.util, sys, types
+class NoPandas:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoPandas)
+spec = importlib.util.find_spec("etl")
+package = types.ModuleType("etl")
+package.__path__ = list(spec.submodule_search_locations)
+package.__file__ = spec.origin
+sys.modules["etl"] = package
+from etl.workers import worker_main
+worker_main(int(sys.argv[1]), sys.argv[2])
+"""
+# The kernel's pipe buffer holds a whole chunk, so handing a worker its next chunk while it parses
+# the current one never blocks the parent (Linux; elsewhere the default size only costs overlap).
+PIPE_BYTES = 1024 * 1024
+IN_FLIGHT = 2  # chunks queued per worker: it starts the next one without waiting for the parent
+
+
 class _Worker:
     def __init__(self, memory_mb: int, spec: str) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        # Arrow's default allocator (mimalloc) keeps ~70 MB more at a worker's peak than the C library's
+        # for the same work at the same speed (measured on a segment's parse and write).
+        env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "etl.workers", str(memory_mb), spec],
+            [sys.executable, "-c", _BOOT, str(memory_mb), spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -166,23 +319,51 @@ class _Worker:
         self.results = Connection(os.dup(self.process.stdout.fileno()), writable=False)  # type: ignore[union-attr]
         self.process.stdin.close()  # type: ignore[union-attr]
         self.process.stdout.close()  # type: ignore[union-attr]
-        self.chunk: list[Task] | None = None
+        self.pipe_bytes = _grow_pipe(self.tasks.fileno())
+        self.started = False
+        # Chunks sent and not answered yet, oldest (the one being parsed) first; [] asks for a write.
+        self.in_flight: deque[list[Task]] = deque()
         self.deadline = 0.0
+        # Chunks it parsed whose facts it has not written yet, numbered as it counts them, with their
+        # outcomes: released when it reports them written (ParsePool._answered).
+        self.parsed = 0
+        self.unsealed: list[tuple[int, list[Task], list[tuple[int, object]]]] = []
+
+    def wait_started(self) -> None:
         # A worker that cannot even start (broken environment) must stop the run, not quarantine files.
+        if self.started:
+            return
         if not self.results.poll(120) or _recv_or_none(self.results) != "ready":
             self.kill()
             raise ProflakeError(
                 f"a parse worker process failed to start (exit code {self.process.returncode}); "
                 f"check that '{sys.executable} -m etl.workers' runs"
             )
+        self.started = True
 
-    def send(self, chunk: list[Task], timeout: float, spool: str) -> None:
-        self.chunk = chunk
-        self.deadline = time.monotonic() + timeout * len(chunk)
+    def can_queue(self, chunk: list[Task]) -> bool:
+        """Another chunk may wait in its pipe only if it fits there (a worker reads a chunk whole before
+        parsing it, so the pipe is empty meanwhile): the parent must never block on a busy worker."""
+        if not self.in_flight:
+            return True
+        return len(self.in_flight) < IN_FLIGHT and sum(len(t.data) for t in chunk) + 64 * 1024 <= self.pipe_bytes
+
+    def send(self, chunk: list[Task], timeout: float, sink: FactSink | None) -> None:
+        """Queue ``chunk``; an empty chunk asks the worker to write its segment."""
+        if not self.in_flight:
+            self.deadline = time.monotonic() + timeout * max(1, len(chunk))
+        self.in_flight.append(chunk)
         try:
-            self.tasks.send((spool, [(t.key, t.profiler, t.data) for t in chunk]))
+            self.tasks.send(("parse" if chunk else "seal", sink, [(t.key, t.profiler, t.data, t.interval) for t in chunk]))
         except OSError:
             pass  # it died: its results pipe reports EOF and ParsePool.parse handles the chunk
+
+    def answered(self, timeout: float) -> list[Task]:
+        """The oldest chunk is answered: the next one starts its clock."""
+        chunk = self.in_flight.popleft()
+        if self.in_flight:
+            self.deadline = time.monotonic() + timeout * max(1, len(self.in_flight[0]))
+        return chunk
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -205,6 +386,15 @@ class _Worker:
         self.results.close()
 
 
+def _grow_pipe(fd: int) -> int:
+    try:
+        import fcntl
+
+        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):
+        return 64 * 1024
+
+
 _IDLE: dict[tuple[int, str], list[_Worker]] = {}
 
 
@@ -217,7 +407,7 @@ def _stop_idle_workers() -> None:
 
 
 class ParsePool:
-    """``for chunk in pool.parse(tasks)``: ChunkResults in completion order (see ChunkResult)."""
+    """``for result in pool.parse(tasks, sink)``: ChunkResults as their files are written (see ChunkResult)."""
 
     def __init__(
         self,
@@ -233,8 +423,8 @@ class ParsePool:
         self.timeout_s = timeout_s
         self.spec = parse
         self.crashes = 0
-        self._idle: list[_Worker] = []
-        self.spool = tempfile.mkdtemp(prefix="proflake-spool-")
+        self.write_deaths = 0
+        self._workers: list[_Worker] = []
 
     def __enter__(self) -> ParsePool:
         return self
@@ -242,73 +432,123 @@ class ParsePool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def start(self) -> None:
+        """Start the workers now, without waiting for them: they import while the caller lists files."""
+        while len(self._workers) < self.size:
+            self._workers.append(self._reuse() or _Worker(self.memory_mb, self.spec))
+
     def close(self) -> None:
         """Keep idle workers for the next pool in this process (a notebook re-ingesting, a test suite)."""
-        shutil.rmtree(self.spool, ignore_errors=True)
         kept = _IDLE.setdefault((self.memory_mb, self.spec), [])
-        for worker in self._idle:
-            if len(kept) < default_workers() and worker.process.poll() is None:
+        for worker in self._workers:
+            if worker.in_flight or worker.unsealed:
+                worker.kill()  # abandoned mid-run: what it holds belongs to no one now
+            elif len(kept) < default_workers() and worker.process.poll() is None:
                 kept.append(worker)
             else:
                 worker.stop()
-        self._idle.clear()
+        self._workers.clear()
 
-    def _worker(self) -> _Worker:
-        if self._idle:
-            return self._idle.pop()
+    def _reuse(self) -> _Worker | None:
         kept = _IDLE.get((self.memory_mb, self.spec), [])
         while kept:
             worker = kept.pop()
             if worker.process.poll() is None:
                 return worker
             worker.kill()
-        return _Worker(self.memory_mb, self.spec)
+        return None
 
-    def parse(self, tasks: Iterable[Task]) -> Iterator[ChunkResult]:
+    def parse(self, tasks: Iterable[Task], sink: FactSink | None = None) -> Iterator[ChunkResult]:
+        """Parse ``tasks``; with a ``sink``, workers write the facts there (without one they are dropped).
+
+        A ChunkResult comes once the files holding its facts are written, so a worker that dies costs
+        only a re-parse of what it had not written yet."""
         chunks = _chunks(tasks)
-        retry: deque[list[Task]] = deque()  # single files of a chunk whose worker died
-        busy: list[_Worker] = []
+        retry: deque[list[Task]] = deque()  # single files of a chunk whose worker died, or its unwritten chunks
+        waiting: list[list[Task]] = []  # a chunk taken from ``chunks`` that no worker could queue yet
         exhausted = False
+
+        def next_chunk() -> list[Task] | None:
+            nonlocal exhausted
+            if waiting:
+                return waiting.pop()
+            if retry:
+                return retry.popleft()
+            if not exhausted:
+                chunk = next(chunks, None)
+                exhausted = chunk is None
+                return chunk
+            return None
+
         try:
             while True:
-                while len(busy) < self.size:
-                    chunk = retry.popleft() if retry else None
-                    if chunk is None and not exhausted:
-                        chunk = next(chunks, None)
-                        exhausted = chunk is None
+                self.start()
+                # Hand out chunks, the least loaded worker first, as long as none of them has to wait.
+                while True:
+                    chunk = next_chunk()
                     if chunk is None:
                         break
-                    worker = self._worker()
-                    worker.send(chunk, self.timeout_s, self.spool)
-                    busy.append(worker)
+                    worker = min(self._workers, key=lambda w: len(w.in_flight))
+                    if not worker.can_queue(chunk):
+                        waiting.append(chunk)
+                        break
+                    worker.wait_started()
+                    worker.send(chunk, self.timeout_s, sink)
+                busy = [w for w in self._workers if w.in_flight]
                 if not busy:
-                    return
+                    # Everything is parsed: have the workers still holding rows write them.
+                    holding = [w for w in self._workers if w.unsealed]
+                    if not holding:
+                        return
+                    for worker in holding:
+                        worker.send([], self.timeout_s, sink)
+                    busy = holding
                 timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
                 ready = wait([w.results for w in busy], timeout=timeout)
                 now = time.monotonic()
-                for worker in list(busy):
+                for worker in busy:
                     if worker.results in ready:
-                        result = _recv_or_none(worker.results)
-                        busy.remove(worker)
-                        if result is not None:
-                            worker.chunk = None
-                            self._idle.append(worker)
-                            yield result
+                        reply = _recv_or_none(worker.results)
+                        if isinstance(reply, _Reply):
+                            yield from self._answered(worker, reply)
                             continue
-                        worker.kill()  # its pipe closed: it died
-                        yield from self._lost(worker, timed_out=False, retry=retry)
+                        yield from self._lost(worker, timed_out=False, retry=retry)  # its pipe closed: it died
                     elif now >= worker.deadline:
-                        busy.remove(worker)
-                        worker.kill()
                         yield from self._lost(worker, timed_out=True, retry=retry)
-        finally:
-            for worker in busy:
-                worker.kill()
+        except BaseException:
+            for worker in self._workers:
+                if worker.in_flight or worker.unsealed:
+                    worker.kill()
+            self._workers = [w for w in self._workers if w.process.poll() is None]
+            raise
+
+    def _answered(self, worker: _Worker, reply: _Reply) -> Iterator[ChunkResult]:
+        if reply.error is not None:
+            raise StoreError(f"a parse worker could not write its fact files: {reply.error}")
+        chunk = worker.answered(self.timeout_s)
+        if chunk:
+            worker.parsed += 1
+            worker.unsealed.append((worker.parsed, chunk, reply.outcomes))
+        for through, files in reply.seals:
+            outcomes = [o for n, _, chunk_outcomes in worker.unsealed if n <= through for o in chunk_outcomes]
+            worker.unsealed = [entry for entry in worker.unsealed if entry[0] > through]
+            yield ChunkResult(outcomes, files)
 
     def _lost(self, worker: _Worker, *, timed_out: bool, retry: deque) -> Iterator[ChunkResult]:
-        chunk = worker.chunk or []
+        worker.kill()
+        self._workers.remove(worker)
+        # What it parsed but never wrote, and what it had not started, is parsed again whole: those
+        # files did not kill it.
+        retry.extend(chunk for _, chunk, _ in worker.unsealed)
+        retry.extend(c for c in list(worker.in_flight)[1:] if c)
+        chunk = worker.in_flight[0] if worker.in_flight else []
         if len(chunk) > 1:
             retry.extend([task] for task in chunk)  # find which file it was
+            return
+        if not chunk:  # it died writing its segment: every chunk of it is queued again
+            self.write_deaths += 1
+            if self.write_deaths >= MAX_WRITE_DEATHS:
+                raise StoreError(f"parse workers died {self.write_deaths} times writing their fact files; check memory and disk")
             return
         self.crashes += 1
         yield ChunkResult([(task.key, _failure_of(worker, timed_out, self.timeout_s)) for task in chunk])

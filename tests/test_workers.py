@@ -1,11 +1,22 @@
-"""Parse workers: a crash, hang or memory blow-up costs one file, never the batch."""
+"""Parse workers: a crash, hang or memory blow-up costs one file, never the batch; the fact files they
+write hold every parsed file's rows exactly once, sorted, with the statistics deltalake would write."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from crashy_facts import ROWS_PER_FILE
+from deltalake import DeltaTable, write_deltalake
 
-
-from etl.workers import ParsePool, Task
+from etl.deltawrite import commit_data_files, parquet_options, write_data_file
+from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema
+from etl.store import WRITER_PROPERTIES, Store
+from etl.workers import FactSink, Failure, ParsedFile, ParsePool, Task
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -31,3 +42,83 @@ def test_real_parser_in_workers_reports_parse_errors():
         results = dict(o for chunk in chunks for o in chunk.outcomes)
     assert results[0].kind == "cprofile" and "not a cProfile stats dump" in results[0].message
     assert results[1].summary["is_empty"] is True
+
+
+def _interval(n: int) -> tuple:
+    """Interval keys that sort against the file order: the files' rows must come out sorted anyway."""
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=1000 - n)
+    keys = {
+        "interval_id": f"i{n:03d}", "batch_id": "b", "job_id": "job", "framework": "pytorch",
+        "node_id": f"algo-{n % 3}", "start_mode": "train", "start_step": n, "start_phase": "stepstart",
+        "start_time_us": start.timestamp() * 1e6, "start_time": start, "end_mode": "train",
+        "end_step": None if n % 5 == 0 else n, "end_phase": "stepend", "end_time_us": start.timestamp() * 1e6 + 1,
+        "end_time": start, "job_phase": "training_loop",
+    }
+    return tuple(keys[c] for c in INTERVAL_KEY_COLUMNS)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("flush_files", [3, 1000], ids=["writing-often", "writing-at-the-end"])
+def test_written_facts_hold_every_parsed_file_once_even_when_a_worker_dies(tmp_path, workers, flush_files):
+    """A worker that dies loses the rows it had not written: those files are parsed again elsewhere,
+    and each good file's rows land in exactly one of the files to commit."""
+    options = parquet_options(WRITER_PROPERTIES)
+    sink = FactSink({"pyinstrument_frames": str(tmp_path)}, "b", flush_files * ROWS_PER_FILE, options)
+    payloads = [str(i).encode() for i in range(60)]
+    payloads[41] = b"segfault"
+    tasks = [Task(i, "pyinstrument", data, _interval(i)) for i, data in enumerate(payloads)]
+    with ParsePool(workers, memory_mb=1024, parse="crashy_facts:parse") as pool:
+        results = list(pool.parse(tasks, sink))
+    outcomes = dict(o for r in results for o in r.outcomes)
+    assert sorted(outcomes) == list(range(60))
+    assert isinstance(outcomes[41], Failure) and outcomes[41].kind == "crash"
+    assert all(isinstance(outcomes[i], ParsedFile) for i in outcomes if i != 41)
+    files = [f for r in results for f in r.files]
+    rows = pa.concat_tables([pq.read_table(f.local_path) for f in files])
+    assert rows.num_rows == 59 * ROWS_PER_FILE == sum(f.rows for f in files)
+    counts = rows.group_by("interval_id").aggregate([("frame_id", "count")]).to_pydict()
+    assert sorted(counts["interval_id"]) == [f"i{i:03d}" for i in range(60) if i != 41]
+    assert set(counts["frame_id_count"]) == {ROWS_PER_FILE}
+    for f in files:  # rows in the table's order, whatever order the files were parsed in
+        keys = pq.read_table(f.local_path, columns=["job_id", "node_id", "start_time_us"]).to_pylist()
+        assert keys == sorted(keys, key=lambda k: (k["job_id"], k["node_id"], k["start_time_us"]))
+        assert json.loads(f.stats)["numRecords"] == f.rows
+
+
+def test_parquet_options_are_the_store_writer_properties(tmp_path):
+    table = pa.table({"function": ["a", "b"] * 100_000, "tottime": [0.5, 0.25] * 100_000})
+    written = write_data_file("function_stats", table, str(tmp_path), "b", parquet_options(WRITER_PROPERTIES))
+    metadata = pq.read_metadata(written.local_path)
+    assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [131_072, 68_928]
+    function, tottime = metadata.row_group(0).column(0), metadata.row_group(0).column(1)
+    assert function.compression == tottime.compression == "ZSTD"
+    assert function.has_dictionary_page and not tottime.has_dictionary_page
+    assert "BYTE_STREAM_SPLIT" in tottime.encodings
+
+
+def test_file_statistics_are_the_ones_deltalake_writes(tmp_path):
+    """Timestamps truncated to milliseconds, nulls counted, all-null columns without bounds."""
+    schema = arrow_schema("pyinstrument_frames")
+    rows = []
+    for n in range(5):
+        keys = dict(zip(INTERVAL_KEY_COLUMNS, _interval(n)))
+        keys["start_time"] += dt.timedelta(microseconds=123_456 * n)
+        rows.append({**keys, "frame_id": n, "parent_id": None, "depth": 0, "function": f"f{n}", "function_name": "f",
+                     "filename": "x.py", "file_path_short": None, "lineno": n, "class_name": None, "time": 1.5 * n,
+                     "self_time": 0.25, "await_time": 0.0, "is_application_code": n % 2 == 0, "is_outermost": True,
+                     "path_id": -n, "parent_path_id": None})
+    table = pa.Table.from_pylist(rows, schema=schema)
+    store = Store(str(tmp_path / "store"))
+    store.create()
+    written = write_data_file("pyinstrument_frames", table, store.table_uri("pyinstrument_frames"), "b",
+                              parquet_options(WRITER_PROPERTIES))
+    commit_data_files(store.delta("pyinstrument_frames"), [written], "b")
+    write_deltalake(str(tmp_path / "reference"), table, writer_properties=WRITER_PROPERTIES)
+
+    def stats(table_path: str) -> dict:
+        log = sorted(Path(table_path, "_delta_log").glob("*.json"))
+        [add] = [json.loads(line)["add"] for f in log for line in f.read_text().splitlines() if '"add"' in line]
+        return json.loads(add["stats"])
+
+    assert stats(store.table_uri("pyinstrument_frames")) == stats(str(tmp_path / "reference"))
+    assert DeltaTable(store.table_uri("pyinstrument_frames")).to_pyarrow_table().to_pylist() == table.to_pylist()
