@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import duckdb
+import pyarrow as pa
 
 from etl import queries
 from etl.store import Store
@@ -70,7 +71,9 @@ def refresh_phase_rollups(
             gone = sorted(job for job in built[name] if job not in live)
             if not stale and not gone:
                 continue
-            rows = queries.run_named(con, build, {"job_ids": stale}) if stale else None
+            # One job at a time: a job's rows are bounded by its functions, not by its files.
+            parts = [queries.run_named(con, build, {"job_id": job, "built_from": live[job]}) for job in stale]
+            rows = pa.concat_tables(parts) if parts else None
             store.replace_jobs(name, rows, stale + gone, batch_id)
             rebuilt.update(stale)
     finally:
