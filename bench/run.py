@@ -64,6 +64,9 @@ TARGETS = {
     "compat_rollup_speedup": 50.0,
     "ingest_peak_rss_mb": 400.0,
     "store_x_raw": 0.02,
+    # The honest replacement for store_x_raw (the measured times alone are ~27% of raw, see
+    # measured_time_bytes): everything besides the times may add at most this much on top of them.
+    "store_x_times": 1.2,
 }
 
 
@@ -829,6 +832,11 @@ def evaluate_targets(data: dict) -> list[dict]:
     store = data["store"]
     add("store size", "<= 2% of raw bytes", _fmt_pct(store.get("x_raw")), None if store.get("x_raw") is None else store["x_raw"] <= TARGETS["store_x_raw"],
         "raw = cProfile files + pyinstrument JSON")
+    if store.get("measured_time_bytes"):
+        x_times = store["bytes"] / store["measured_time_bytes"]
+        add("store size against its measured times", f"<= {TARGETS['store_x_times']}x the times' own bytes", f"{x_times:.2f}x",
+            x_times <= TARGETS["store_x_times"], "the closest honest target: the times alone are "
+            f"{_fmt_pct(store['measured_time_x_raw'])} of raw")
     mismatches = [
         f"{m}[{s}].{k}"
         for m, v in fetch.items()
@@ -959,6 +967,13 @@ def render_markdown(data: dict) -> str:
     lines.append(
         f"Store: {s['bytes'] / 1e6:.2f} MB for {s['raw_bytes'] / 1e6:.1f} MB of raw stats = {_fmt_pct(s['x_raw'])} "
         f"({', '.join(f'{k} {v / 1e6:.2f} MB' for k, v in s['per_table'].items())})."
+        + (
+            f" Of that, the measured times alone (tottime/cumtime, pyinstrument's times; zstd, byte-stream-split) "
+            f"are {s['measured_time_bytes'] / 1e6:.2f} MB = {_fmt_pct(s['measured_time_x_raw'])} of raw: no "
+            "layout that keeps every time exact gets below that."
+            if s.get("measured_time_bytes")
+            else ""
+        )
     )
     lines.append("")
     lines.append(
@@ -1000,6 +1015,29 @@ def best_floor(data: dict) -> float:
     passes = [data["floor"]["seconds"]]
     passes += [r["adjacent_floor_seconds"] for r in data["ingest"]["runs"].values() if isinstance(r, dict) and r.get("adjacent_floor_seconds")]
     return min(passes)
+
+
+MEASURED_TIME_COLUMNS = ("tottime", "cumtime", "time", "self_time", "await_time")
+
+
+def measured_time_bytes(store: Path) -> int:
+    """Compressed bytes of the measured-time columns of the fact tables (from the Parquet footers).
+
+    Every other column could shrink to nothing and the store would still hold these: they bound how
+    small the store can get without dropping precision."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for table in ("function_stats", "function_callers", "pyinstrument_frames"):
+        for path in (store / table).glob("*.parquet"):
+            meta = pq.ParquetFile(path).metadata
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                for c in range(group.num_columns):
+                    column = group.column(c)
+                    if column.path_in_schema in MEASURED_TIME_COLUMNS:
+                        total += column.total_compressed_size
+    return total
 
 
 def _cpu(run: dict) -> str:
@@ -1159,12 +1197,15 @@ def main(argv: list[str] | None = None) -> int:
             per_table[child.name] = _dir_bytes(child)
     store_bytes = _dir_bytes(main_store)
     raw = manifest["ingestible_bytes"]
+    time_bytes = measured_time_bytes(main_store)
     data["store"] = {
         "bytes": store_bytes,
         "per_table": per_table,
         "raw_bytes": raw,
         "raw_cprofile_bytes": manifest["raw_bytes"]["cprofile"],
         "x_raw": store_bytes / raw if raw else None,
+        "measured_time_bytes": time_bytes,
+        "measured_time_x_raw": time_bytes / raw if raw else None,
     }
 
     log("fetch methods ...")
