@@ -40,6 +40,7 @@ from etl.rollups import refresh_phase_rollups
 from etl.s3 import S3Config
 from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema
 from etl.sources.base import Source, SourceObject, open_source
+from etl.sources.local import LocalSource
 from etl.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
 from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, ParsePool, Task
 
@@ -259,8 +260,13 @@ def ingest(
         intervals = _Intervals()
         pending: dict[int, tuple[_Candidate, dict]] = {}
 
+        # Workers read local files themselves: the bytes never pass through this process. Objects
+        # elsewhere (S3) are read here, a few at a time, and handed over.
+        local = isinstance(src, LocalSource)
+
         def tasks() -> Iterator[Task]:
-            for index, ((candidate, job), data) in enumerate(_read_ahead(src, todo)):
+            read = (((item, b"") for item in todo) if local else _read_ahead(src, todo))
+            for index, ((candidate, job), data) in enumerate(read):
                 obj = candidate.stats
                 if isinstance(data, BaseException):
                     fail(obj, "read", str(data))
@@ -269,7 +275,11 @@ def ingest(
                 report.bytes_read += len(data)
                 keys = _interval_keys(candidate, job, report.batch_id)
                 pending[index] = (candidate, keys)
-                yield Task(index, candidate.path.profiler, data, tuple(keys[c] for c in INTERVAL_KEY_COLUMNS))
+                interval = tuple(keys[c] for c in INTERVAL_KEY_COLUMNS)
+                if local:
+                    yield Task(index, candidate.path.profiler, b"", interval, path=obj.uri, size=obj.size)
+                else:
+                    yield Task(index, candidate.path.profiler, data, interval)
 
         try:
             sink = FactSink(committer.directories, report.batch_id, _flush_rows(), parquet_options(WRITER_PROPERTIES))
@@ -278,8 +288,11 @@ def ingest(
                 for index, outcome in result.outcomes:
                     candidate, keys = pending.pop(index)
                     obj = candidate.stats
+                    if local and not (isinstance(outcome, Failure) and outcome.kind == "read"):
+                        report.bytes_read += obj.size  # as listed: what a worker read
                     if isinstance(outcome, Failure):
-                        fail(obj, outcome.kind, f"{obj.uri}: {outcome.message}")
+                        # A read error names its file already, as the sources' own do.
+                        fail(obj, outcome.kind, outcome.message if outcome.kind == "read" else f"{obj.uri}: {outcome.message}")
                     else:
                         parsed.append(_interval_row(candidate, keys, now, outcome.summary))  # type: ignore[attr-defined]
                     bar.advance(1, obj.size)

@@ -56,6 +56,10 @@ class Task:
     profiler: str
     data: bytes
     interval: tuple | None = None  # its interval-key values (etl.schema.INTERVAL_KEY_COLUMNS order)
+    # A local file the worker reads itself instead of ``data`` (the bytes then never cross a pipe),
+    # and its size.
+    path: str | None = None
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,13 @@ def worker_main(memory_mb: int, spec: str) -> None:
             segment.take()  # left by a run its parent abandoned: never written under another batch
         segment.sink = sink
         outcomes: list[tuple[int, object]] = []
-        for key, profiler, data, interval in chunk:
+        for key, profiler, data, interval, path in chunk:
+            if path is not None:
+                try:
+                    data = _read_file(path)
+                except OSError as e:
+                    outcomes.append((key, Failure("read", f"cannot read {path!r}: {e.strerror}")))
+                    continue
             try:
                 result = parse(profiler, data)
             except ParseError as e:
@@ -175,6 +185,14 @@ def worker_main(memory_mb: int, spec: str) -> None:
             writer.wait()
         seals, error = writer.finished()
         output.send(_Reply(outcomes, seals, error))
+
+
+def _read_file(path: str) -> bytes:
+    # As etl.sources.local.LocalSource.read: O_NOFOLLOW, so a file swapped for a link after listing
+    # is still not followed.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 class _Segment:
@@ -354,7 +372,7 @@ class _Worker:
             self.deadline = time.monotonic() + timeout * max(1, len(chunk))
         self.in_flight.append(chunk)
         try:
-            self.tasks.send(("parse" if chunk else "seal", sink, [(t.key, t.profiler, t.data, t.interval) for t in chunk]))
+            self.tasks.send(("parse" if chunk else "seal", sink, [(t.key, t.profiler, t.data, t.interval, t.path) for t in chunk]))
         except OSError:
             pass  # it died: its results pipe reports EOF and ParsePool.parse handles the chunk
 
@@ -574,7 +592,7 @@ def _chunks(tasks: Iterable[Task]) -> Iterator[list[Task]]:
     size = 0
     for task in tasks:
         chunk.append(task)
-        size += len(task.data)
+        size += len(task.data) or task.size
         if len(chunk) >= CHUNK_FILES or size >= CHUNK_BYTES:
             yield chunk
             chunk, size = [], 0

@@ -122,3 +122,18 @@ def test_file_statistics_are_the_ones_deltalake_writes(tmp_path):
 
     assert stats(store.table_uri("pyinstrument_frames")) == stats(str(tmp_path / "reference"))
     assert DeltaTable(store.table_uri("pyinstrument_frames")).to_pyarrow_table().to_pylist() == table.to_pylist()
+
+
+def test_workers_read_local_files_without_following_links(tmp_path):
+    """A file that vanished, or was swapped for a link, after listing is a read failure, as when the
+    source itself reads it."""
+    real = tmp_path / "real"
+    real.write_bytes(b'{"root_frame": null}')
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    tasks = [Task(i, "pyinstrument", b"", path=str(p)) for i, p in enumerate([real, link, tmp_path / "gone"])]
+    with ParsePool(1) as pool:
+        results = dict(o for chunk in pool.parse(tasks) for o in chunk.outcomes)
+    assert isinstance(results[0], ParsedFile) and results[0].summary["is_empty"] is True
+    assert results[1].kind == "read" and str(link) in results[1].message
+    assert results[2].kind == "read" and "No such file" in results[2].message
