@@ -7,9 +7,12 @@ import marshal
 import pstats
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import FORMAT_SAMPLES, LEGACY
 from etl.errors import ParseError
+from etl.readers import cprofile as cprofile_reader
 from etl.readers.cprofile import read_cprofile
 from etl.readers.jsontree import loads_deep
 from etl.readers.pyinstrument import dumps_tree, read_pyinstrument
@@ -55,6 +58,109 @@ def test_cprofile_rejects_anything_but_a_pstats_dict(payload, message):
     with pytest.raises(ParseError, match=message) as info:
         read_cprofile(payload)
     assert info.value.kind == "cprofile"
+
+
+# -- the fast path must agree with the careful one ---------------------------------------------------
+def _careful(data: bytes):
+    return cprofile_reader._careful_tables(cprofile_reader._load(data))
+
+
+def _outcome(parse, data: bytes):
+    try:
+        parsed = parse(data)
+    except ParseError as e:
+        return ("error", e.kind, str(e))
+    functions, callers = parsed.functions, parsed.callers
+    return (functions.schema, functions.to_pylist(), callers.schema, callers.to_pylist(),
+            parsed.profiled_seconds)
+
+
+@pytest.mark.parametrize("path", CPROFILE_FILES, ids=lambda p: p.parent.name + "/" + p.name)
+def test_cprofile_fast_path_takes_real_dumps_and_matches_the_careful_path(path):
+    data = path.read_bytes()
+    fast = cprofile_reader._fast_tables(marshal.loads(data))  # _Unusual here would be a silent slowdown
+    careful = _careful(data)
+    assert fast.functions.schema == careful.functions.schema and fast.functions.equals(careful.functions)
+    assert fast.callers.schema == careful.callers.schema and fast.callers.equals(careful.callers)
+    assert fast.profiled_seconds == careful.profiled_seconds
+
+
+_KNOWN = ("f", 1, "g")
+
+
+@pytest.mark.parametrize(
+    "stats, message",
+    [
+        # Known keys are found by equality, and 1.0, True and 1+0j equal 1.
+        ({("f", 1.0, "g"): (1, 1, 0.1, 0.1, {})}, "line numbers 1.0 is not a int"),
+        ({("f", True, "g"): (1, 1, 0.1, 0.1, {})}, "line numbers True is not a int"),
+        ({("h", 2, "i"): (1, 1, 0.1, 0.1, {("f", 1 + 0j, "g"): (1, 1, 0.1, 0.1)})}, "caller line numbers"),
+        # Values a conversion would quietly accept.
+        ({_KNOWN: (True, 1, 0.1, 0.1, {})}, "primitive call counts True is not a int"),
+        ({_KNOWN: (1, 1.0, 0.1, 0.1, {})}, "call counts 1.0 is not a int"),
+        ({_KNOWN: (1, 1, 0.1, True, {})}, "cumulative times True is not a float or int"),
+        ({_KNOWN: (1, 1, 0.1, 0.1, {_KNOWN: (1, 1, 0.1, False)})}, "caller cumulative times False"),
+        ({_KNOWN: (1, 1, 0.1, 0.1, {_KNOWN: [1, 1, 0.1, 0.1]})}, "caller edge"),
+        ({_KNOWN: [1, 1, 0.1, 0.1, {}]}, "does not have 5 fields"),
+        ({_KNOWN: (1, 1, 0.1, 0.1, [])}, "callers list is not a dict"),
+        ({_KNOWN: (1, 1, 0.1, 2.0**63, {})}, "cumulative times are out of range"),
+        ({_KNOWN: (1, 1, 0.1, float("-inf"), {})}, "cumulative times are not all finite"),
+        ({_KNOWN: (2**63, 1, 0.1, 0.1, {})}, "between 0 and 2\\*\\*63-1"),
+        ({_KNOWN: (1, 1, 0.1, 0.1, {("\udc80", 1, "g"): (1, 1, 0.1, 0.1)})}, "not valid Unicode"),
+    ],
+)
+def test_cprofile_rejects_what_the_fast_path_could_miss(stats, message):
+    read_cprofile(marshal.dumps({_KNOWN: (1, 1, 0.1, 0.1, {_KNOWN: (1, 1, 0.1, 0.1)})}))  # now a known key
+    data = marshal.dumps(stats)
+    with pytest.raises(ParseError, match=message):
+        read_cprofile(data)
+    assert _outcome(read_cprofile, data) == _outcome(_careful, data)
+
+
+def test_cprofile_keeps_the_rare_valid_shapes_the_fast_path_declines():
+    builtin = ("~", 0, "<len>")
+    int_times = {_KNOWN: (1, 1, 1, 2**60 + 1, {}), builtin: (2, 2, 0.5, 0.5, {_KNOWN: (2, 2, 3, 0.5)})}
+    data = marshal.dumps(int_times)
+    parsed = read_cprofile(data)
+    assert parsed.functions["cumtime"].to_pylist() == [float(2**60), 0.5]
+    assert parsed.functions["function"].to_pylist() == ["f:1(g)", "{len}"]
+    assert _outcome(read_cprofile, data) == _outcome(_careful, data)
+    assert _outcome(read_cprofile, marshal.dumps({})) == _outcome(_careful, marshal.dumps({}))
+
+
+def test_cprofile_known_keys_start_over_past_their_limit(monkeypatch):
+    monkeypatch.setattr(cprofile_reader, "_KNOWN_KEYS_LIMIT", 100)
+    monkeypatch.setattr(cprofile_reader, "_known", cprofile_reader._known)  # restored afterwards
+    for path in CPROFILE_FILES * 2:  # files of 59 to 2722 functions: the known keys start over often
+        data = path.read_bytes()
+        assert _outcome(read_cprofile, data) == _outcome(_careful, data)
+    assert len(cprofile_reader._known.row) == cprofile_reader._known.columns.num_rows <= 2 * 2722
+
+
+def _mostly(valid, odd):
+    # Rarely odd, so that about half the dumps are valid and the rest have one or two bad values.
+    return st.integers(0, 39).flatmap(lambda i: odd if i == 0 else valid)
+
+
+_names = _mostly(st.sampled_from(["f", "g", "~"]), st.sampled_from(["<lambda>", "<len>", "", "\ud800"]))
+_linenos = _mostly(st.integers(0, 3), st.sampled_from([1.0, True, False, 1 + 0j, -1, 2**63, None]))
+_counts = _mostly(st.integers(0, 3), st.sampled_from([True, 1.0, -1, 2**63 - 1, 2**63, None, "1"]))
+_times = _mostly(
+    st.floats(0, 2), st.sampled_from([1, True, 2**53 + 1, 2**63 - 1, float("nan"), float("inf"), 1e19, -0.0])
+)
+_keys = _mostly(st.tuples(_names, _linenos, _names), st.sampled_from([("f", 1), ("f", 1, "g", 1), 7, b"f1g"]))
+_edges = _mostly(st.tuples(_counts, _counts, _times, _times), st.sampled_from([[1, 1, 0.5, 0.5], (1, 0.5)]))
+_values = _mostly(
+    st.tuples(_counts, _counts, _times, _times, st.dictionaries(_keys, _edges, max_size=3)),
+    st.sampled_from([[1, 1, 0.5, 0.5, {}], (1, 1, 0.5, 0.5), (1, 1, 0.5, 0.5, []), (1, 1, 0.5, 0.5, {}, 1)]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=4))
+def test_cprofile_fast_path_agrees_with_the_careful_path(stats):
+    data = marshal.dumps(stats)
+    assert _outcome(read_cprofile, data) == _outcome(_careful, data)
 
 
 def _frames(node, out):

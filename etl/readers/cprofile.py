@@ -7,13 +7,20 @@ A dump is ``marshal.dump`` of the pstats dictionary::
 ``marshal.loads`` happily returns other objects for crafted or random bytes (code objects, types,
 scalars) and ignores trailing garbage, so the decoded value is checked shape by shape before any of it
 is used. Nothing from the file is ever executed, unpickled or evaluated.
+
+Two paths share that contract: a fast one for the common shape (see "the fast path" below) and the
+careful one, which names the first bad value and handles everything the fast one declines.
 """
 
 from __future__ import annotations
 
 import marshal
 import math
+import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 import pyarrow as pa
@@ -121,6 +128,16 @@ def _validate(keys: list, values: list) -> tuple:
 def read_cprofile(data: bytes) -> CProfileData:
     """Parse a cProfile dump into column tables (see schemas/function_stats.json, function_callers.json)."""
     stats = _load(data)
+    try:
+        return _fast_tables(stats)
+    except _Unusual:
+        pass  # raise the careful path's errors outside this handler, without its context
+    return _careful_tables(stats)
+
+
+def _careful_tables(stats: dict) -> CProfileData:
+    """Check field by field, naming the first bad value; also converts the rare valid shapes the fast
+    path (below) declines, such as integer times."""
     keys = list(stats)
     functions_columns, caller_columns = _validate(keys, list(stats.values()))
     try:
@@ -178,3 +195,154 @@ def _tables(keys: list, functions_columns: tuple, caller_columns: tuple) -> CPro
         }
     )
     return CProfileData(functions=functions, callers=caller_table, profiled_seconds=math.fsum(map(float, tt)))
+
+
+# -- the fast path ----------------------------------------------------------------------------------
+# Parse workers read thousands of dumps of one job, nearly all well formed. The fast path checks a
+# dump with as few passes over its objects as Python allows and hands anything unusual to the careful
+# path above, which accepts and rejects exactly what it always did and names the bad value. So the fast
+# path may decline valid input (that only costs time) but must never accept what the careful path
+# rejects, nor produce other columns: tests/test_readers.py compares the two.
+_KEY_FIELDS = [
+    ("function", pa.string()),
+    ("filename", pa.string()),
+    ("lineno", pa.int64()),
+    ("function_name", pa.string()),
+]
+_KEY_SCHEMA = pa.schema(_KEY_FIELDS)
+_NUMBER_FIELDS = [("tottime", pa.float64()), ("cumtime", pa.float64())]
+_FUNCTIONS_SCHEMA = pa.schema(
+    [*_KEY_FIELDS, ("primitive_calls", pa.int64()), ("total_calls", pa.int64()), *_NUMBER_FIELDS]
+)
+_CALLERS_SCHEMA = pa.schema(
+    [*_KEY_FIELDS, *[("caller_" + name, kind) for name, kind in _KEY_FIELDS],
+     ("total_calls", pa.int64()), ("primitive_calls", pa.int64()), *_NUMBER_FIELDS]
+)
+_TIME_LIMIT = 2.0**63  # a float below it is <= 2**63-1, the careful path's bound
+_KNOWN_KEYS_LIMIT = 50_000  # adding keys copies the known ones, so keep that copy cheap
+# What the checks and conversions below raise on odd input: "not the common shape", nothing more.
+_DECLINE = (TypeError, ValueError, OverflowError, LookupError, struct.error, pa.ArrowException)
+
+
+class _Unusual(Exception):
+    """The fast path declines this dump; the careful path decides."""
+
+
+@dataclass(frozen=True)
+class _KnownKeys:
+    """Function keys already checked in this process, each with its row of key columns.
+
+    Dumps of one job repeat the same few thousand functions, so a key is checked, named
+    (pstats.func_std_string) and encoded once; a dump's key columns are then one ``take`` of rows.
+    Never changed, only replaced, so a reader always sees rows and columns that belong together.
+    """
+
+    row: dict  # FunctionKey -> row in columns
+    columns: pa.RecordBatch | None  # _KEY_SCHEMA; None before the first key: pa.array imports pandas
+
+
+_NO_KEYS = _KnownKeys({}, None)
+_known = _NO_KEYS
+
+
+def _key_rows(keys: list) -> tuple[np.ndarray, pa.RecordBatch]:
+    """Rows of ``keys`` (one or more) in the known key columns, adding new keys; _Unusual if a key is bad."""
+    global _known
+    # Lookups match by equality, and 1.0, True and 1+0j all equal 1: a known key proves the strings
+    # (only a str equals a str) but not the line number's type.
+    if not _all_of_type(map(itemgetter(1), keys), int, len(keys)):
+        raise _Unusual
+    lookup = itemgetter(*keys, keys[0])  # at least two items, so it returns a tuple
+    known = _known
+    try:
+        rows = lookup(known.row)
+    except KeyError:
+        known = _known = _with_keys(known, keys)
+        rows = lookup(known.row)
+    return np.frombuffer(struct.pack(f"{len(rows)}q", *rows), np.int64)[:-1], known.columns
+
+
+def _with_keys(known: _KnownKeys, keys: list) -> _KnownKeys:
+    new = list(dict.fromkeys(k for k in keys if k not in known.row))
+    if len(known.row) + len(new) > _KNOWN_KEYS_LIMIT:
+        known = _NO_KEYS
+        new = list(dict.fromkeys(keys))
+    if not _all_of_type(new, tuple, len(new)) or set(map(len, new)) != {3}:
+        raise _Unusual
+    filenames, linenos, function_names = zip(*new)
+    if not (_all_of_type(filenames, str, len(new)) and _all_of_type(function_names, str, len(new))):
+        raise _Unusual
+    if min(linenos) < 0 or max(linenos) > _INT64_MAX:
+        raise _Unusual
+    added = pa.RecordBatch.from_arrays(  # encoding raises on lone surrogates
+        [pa.array(list(map(_std_name, new)), pa.string()), pa.array(filenames, pa.string()),
+         pa.array(linenos, pa.int64()), pa.array(function_names, pa.string())],
+        schema=_KEY_SCHEMA,
+    )
+    columns = added
+    if known.columns is not None:
+        columns = pa.Table.from_batches([known.columns, added]).combine_chunks().to_batches()[0]
+    return _KnownKeys({**known.row, **dict(zip(new, range(len(known.row), columns.num_rows)))}, columns)
+
+
+def _all_of_type(values: Iterable, kind: type, count: int) -> bool:
+    # Exact types, as the careful path checks them (a bool is an int subclass); cheaper than a set.
+    return list(map(type, values)).count(kind) == count
+
+
+def _fast_tables(stats: dict) -> CProfileData:
+    try:
+        return _fast_tables_or_raise(stats)
+    except _DECLINE as e:
+        raise _Unusual from e
+
+
+def _fast_tables_or_raise(stats: dict) -> CProfileData:
+    n = len(stats)
+    if not n:
+        raise _Unusual
+    keys = list(stats)
+    values = list(stats.values())
+    if not _all_of_type(values, tuple, n):
+        raise _Unusual
+    cc, nc, tt, ct, callers = zip(*values, strict=True)  # ValueError unless all have 5 fields
+    edges = list(chain.from_iterable(map(dict.values, callers)))  # TypeError unless all are dicts
+    caller_keys = list(chain.from_iterable(callers))
+    m = len(edges)
+    e_nc = e_cc = e_tt = e_ct = ()
+    if m:
+        if not _all_of_type(edges, tuple, m):
+            raise _Unusual
+        e_nc, e_cc, e_tt, e_ct = zip(*edges, strict=True)
+    # Counts: ints (not bools) in [0, 2**63-1]; struct.pack refuses floats and bigger ints.
+    counts = cc + nc + e_nc + e_cc
+    if not _all_of_type(counts, int, len(counts)):
+        raise _Unusual
+    counts = np.frombuffer(struct.pack(f"{len(counts)}q", *counts), np.int64)
+    if counts.min() < 0:
+        raise _Unusual
+    # Times: finite floats below 2**63 in size (ints are allowed too, but left to the careful path).
+    times = tt + ct + e_tt + e_ct
+    if not _all_of_type(times, float, len(times)):
+        raise _Unusual
+    times = np.frombuffer(struct.pack(f"{len(times)}d", *times), np.float64)
+    if not np.abs(times).max() < _TIME_LIMIT:  # NaN fails the comparison too
+        raise _Unusual
+    rows, known_columns = _key_rows(keys + caller_keys)
+    callee_rows = np.repeat(rows[:n], list(map(len, callers)))
+    # One take for the key columns of the functions, their callees and their callers, then slices.
+    taken = known_columns.take(np.concatenate((rows[:n], callee_rows, rows[n:])))
+    function, filename, lineno, function_name = taken.columns
+    counts, times = pa.array(counts), pa.array(times)
+    functions = pa.Table.from_arrays(
+        [function.slice(0, n), filename.slice(0, n), lineno.slice(0, n), function_name.slice(0, n),
+         counts.slice(0, n), counts.slice(n, n), times.slice(0, n), times.slice(n, n)],
+        schema=_FUNCTIONS_SCHEMA,
+    )
+    callers_table = pa.Table.from_arrays(
+        [function.slice(n, m), filename.slice(n, m), lineno.slice(n, m), function_name.slice(n, m),
+         function.slice(n + m), filename.slice(n + m), lineno.slice(n + m), function_name.slice(n + m),
+         counts.slice(2 * n, m), counts.slice(2 * n + m), times.slice(2 * n, m), times.slice(2 * n + m)],
+        schema=_CALLERS_SCHEMA,
+    )
+    return CProfileData(functions=functions, callers=callers_table, profiled_seconds=math.fsum(tt))
