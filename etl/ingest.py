@@ -4,8 +4,8 @@ Data flows one way: source -> layout -> reader -> Arrow -> store. One run is one
 
 1. take the store's writer lock (etl/lock.py) and repair what a killed run left (``repair``);
 2. record the batch as 'started' in ``batches``;
-3. read new or changed files (bounded parallel reads) and parse them in worker processes, which write
-   the facts as Parquet files in bounded segments; commit those files as they come;
+3. parse new or changed files in worker processes, which write the facts as Parquet files in bounded
+   segments; then commit each fact table's files;
 4. commit the batch's intervals, replacing older versions of changed files, in ONE Delta commit —
    the moment the whole batch becomes visible (etl/store.py);
 5. delete the facts of the intervals it replaced, and record the batch as 'committed'.
@@ -16,16 +16,17 @@ the killed run wrote but never committed, or finishes the clean-up of one that h
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
 import shutil
 import tempfile
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -45,7 +46,7 @@ from etl.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_v
 from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, ParsePool, Task
 
 # Fact rows a parse worker holds before it writes them as files (one per fact table); bounds memory
-# however large the corpus. PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more commits).
+# however large the corpus. PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more files).
 FLUSH_ROWS = 150_000
 # Objects being read at once; bounds memory to about this many stats files.
 READ_AHEAD = 32
@@ -204,8 +205,12 @@ def ingest(
     if fresh:
         pool.start()  # every file will be new: the workers start while the store is opened and listed
     with pool, StoreLock(st, wait=wait, purpose="proflake ingest"):
-        report.repaired = repair(st, log=say)
-        known = {} if full_refresh else st.ingested_versions()
+        # A store no run has written to has nothing to repair, compare with or de-duplicate against:
+        # skip reading it (the first read through pyarrow's dataset layer costs a third of a second).
+        empty = all(st.delta(name).version() == 0 for name in ("batches", "intervals"))
+        report.repaired = [] if empty else repair(st, log=say)
+        clear_spool(st)
+        known = {} if full_refresh or empty else st.ingested_versions()
 
         def listed(obj: SourceObject) -> None:
             # Workers take a moment to start: start them at the first new file listed, and they are
@@ -215,7 +220,7 @@ def ingest(
                 pool.start()
 
         candidates = _discover(src, report, bar, fail, listed)
-        existing = {} if full_refresh else st.interval_keys()
+        existing = {} if full_refresh or empty else st.interval_keys()
         todo: list[tuple[_Candidate, str]] = []
         claimed: dict[tuple, str] = {}
         for candidate in candidates:
@@ -251,7 +256,11 @@ def ingest(
             bar.done()
             return report
 
-        _record(st, report, "started", now)
+        # 'started' must be on record before any fact commits (repair looks for it), not before the
+        # workers write: their files stay in the spool until then. So it is written meanwhile.
+        recording = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-record")
+        started_record = recording.submit(_record, st, report, "started", now)
+        recording.shutdown(wait=False)
         # Workers fill their files in this order, (job, node, start time), so each file spans a narrow
         # stretch of it and readers skip the files whose statistics miss their question.
         todo.sort(key=lambda item: item[1])
@@ -282,7 +291,9 @@ def ingest(
                     yield Task(index, candidate.path.profiler, data, interval)
 
         try:
-            sink = FactSink(committer.directories, report.batch_id, _flush_rows(), parquet_options(WRITER_PROPERTIES))
+            # Fewer workers than cores: each writes its files on a thread while it parses on.
+            background = pool.size < (os.cpu_count() or 1)
+            sink = FactSink(committer.directories, report.batch_id, _flush_rows(), parquet_options(WRITER_PROPERTIES), background)
             for result in pool.parse(tasks(), sink):
                 parsed: list[dict] = []
                 for index, outcome in result.outcomes:
@@ -299,9 +310,11 @@ def ingest(
                 intervals.add(parsed)
                 committer.add(result.files)
             bar.writing("committing")
+            started_record.result()
             committer.finish()
         finally:
             committer.close()
+            futures_wait([started_record])  # never still writing once the lock is released
         interval_table = intervals.table()
         st.commit_intervals(interval_table, report.batch_id, sorted(replaced), full_refresh)
         report.rows = {"intervals": interval_table.num_rows, **committer.rows}
@@ -313,7 +326,8 @@ def ingest(
                 st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
         elif replaced:
             st.delete_rows_of("interval_id", sorted(replaced.values()))
-        _update_quarantine(st, report, set(interval_table["source_uri"].to_pylist()), now)
+        if report.failed or not empty:
+            _update_quarantine(st, report, set(interval_table["source_uri"].to_pylist()), now)
         refresh_phase_rollups(st, report.batch_id, log=say)
         report.seconds = time.perf_counter() - started
         _record(st, report, "committed", datetime.now(timezone.utc))
@@ -356,6 +370,7 @@ def _update_quarantine(store: Store, report: IngestReport, ingested: set[str], n
 def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
     """Finish or undo batches a killed run left behind; returns their ids. Call with the lock held."""
     say = log or (lambda message: None)
+    clear_spool(store)
     unfinished = _unfinished_batches(store)
     if not unfinished:
         return []  # the usual case, answered without the views of store.connect()
@@ -542,77 +557,81 @@ class _Intervals:
         return pa.Table.from_batches(self._batches, schema=self._schema)
 
 
+# Where parse workers write a local store's fact files until they are committed: a dead run's files
+# stay here, out of the tables, and the next run (repair) removes them.
+SPOOL = "_proflake/spool"
+
+
 class _FactCommitter:
-    """Commits the fact files the parse workers wrote: per fact table, whatever has arrived since the
-    last commit, in one Delta commit, on a background thread so commits overlap with parsing. Workers
-    write into the tables' folders directly; for an S3 store they write into a local spool folder and
-    the files are uploaded here, before their commit."""
+    """Commits the fact files the parse workers wrote: all of a table's in ONE Delta commit, when
+    parsing is done (a commit costs ~20 ms of CPU, and a table's files could run to hundreds).
+
+    Workers write into a spool folder: inside the store for a local store, whence files move into
+    their table just before its commit (a rename); a local temporary folder for an S3 store, whence
+    they are uploaded, on a thread, as they arrive. Either way a run killed before the commit leaves
+    nothing in the tables."""
 
     def __init__(self, store: Store, batch_id: str) -> None:
         self.store = store
         self.batch_id = batch_id
         self.rows: dict[str, int] = {name: 0 for name in FACT_TABLES}
-        self._spool = tempfile.mkdtemp(prefix="proflake-spool-") if store.is_remote else None
-        self.directories: dict[str, str] = {}
-        for name in FACT_TABLES:
-            if self._spool is None:
-                self.directories[name] = os.path.join(store.root, name)
-            else:
-                self.directories[name] = os.path.join(self._spool, name)
-                os.makedirs(self.directories[name], exist_ok=True)
-        self._pending: list[DataFile] = []
-        self._lock = threading.Lock()
-        self._tables: dict = {}
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-commit")
-        self._commits: list[Future] = []
+        if store.is_remote:
+            self._spool = tempfile.mkdtemp(prefix="proflake-spool-")
+        else:
+            self._spool = os.path.join(store.root, SPOOL, batch_id)
+        self.directories = {name: os.path.join(self._spool, name) for name in FACT_TABLES}
+        for directory in self.directories.values():
+            os.makedirs(directory, exist_ok=True)
+        self._files: list[DataFile] = []
+        self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-upload") if store.is_remote else None
+        self._uploads: list[Future] = []
 
     def add(self, files: list[DataFile]) -> None:
-        """Queue files for commit; re-raise here, in the ingest's thread, an earlier commit's error."""
-        for done in [f for f in self._commits if f.done()]:
-            self._commits.remove(done)
+        """Files to commit; re-raise here, in the ingest's thread, an earlier upload's error."""
+        for done in [f for f in self._uploads if f.done()]:
+            self._uploads.remove(done)
             done.result()
-        if files:
-            with self._lock:
-                self._pending.extend(files)
-            self._commits.append(self._executor.submit(self._commit_pending))
+        self._files.extend(files)
+        if self._uploader is not None:
+            self._uploads.extend(self._uploader.submit(self._upload, f) for f in files)
 
     def finish(self) -> None:
-        """Wait until every queued file is committed."""
-        while self._commits:
-            self._commits.pop(0).result()
+        """Commit every table's files (after their uploads)."""
+        while self._uploads:
+            self._uploads.pop(0).result()
+        for name in FACT_TABLES:
+            files = [f for f in self._files if f.table == name]
+            if not files:
+                continue
+            if not self.store.is_remote:
+                for f in files:
+                    os.rename(f.local_path, os.path.join(self.store.root, name, f.name))
+            commit_data_files(self.store.delta(name), files, self.batch_id)
+            crash_points.committed()
+            self.rows[name] += sum(f.rows for f in files)
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
-        if self._spool is not None:
-            shutil.rmtree(self._spool, ignore_errors=True)
-
-    def _commit_pending(self) -> None:
-        with self._lock:
-            files, self._pending = self._pending, []
-        for name in FACT_TABLES:
-            mine = [f for f in files if f.table == name]
-            if not mine:
-                continue
-            if self._spool is not None:
-                for f in mine:
-                    self._upload(f)
-            table = self._tables.get(name)
-            if table is None:
-                table = self._tables[name] = self.store.delta(name)
-            else:
-                table.update_incremental()  # deltalake does not advance it on commit
-            commit_data_files(table, mine, self.batch_id)
-            crash_points.committed()
-            self.rows[name] += sum(f.rows for f in mine)
+        if self._uploader is not None:
+            self._uploader.shutdown(wait=True)
+        shutil.rmtree(self._spool, ignore_errors=True)
+        if not self.store.is_remote:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(self._spool))  # the spool folder itself, when no other is left
 
     def _upload(self, f: DataFile) -> None:
         from etl.s3 import explain_client_error, split_s3_uri
 
-        bucket, prefix = split_s3_uri(f"{self.store.table_uri(f.table)}/{f.name}")
+        bucket, key = split_s3_uri(f"{self.store.table_uri(f.table)}/{f.name}")
         if not hasattr(self, "_client"):
             self._client = self.store.s3.client()  # type: ignore[union-attr]
         try:
-            self._client.upload_file(f.local_path, bucket, prefix)
+            self._client.upload_file(f.local_path, bucket, key)
         except Exception as e:
-            raise explain_client_error(e, f"s3://{bucket}/{prefix}") from e
+            raise explain_client_error(e, f"s3://{bucket}/{key}") from e
         os.unlink(f.local_path)
+
+
+def clear_spool(store: Store) -> None:
+    """Remove fact files a dead run wrote but never committed. Call with the lock held."""
+    if not store.is_remote:
+        shutil.rmtree(os.path.join(store.root, SPOOL), ignore_errors=True)

@@ -45,6 +45,9 @@ DEFAULT_TIMEOUT_S = 120.0
 CHUNK_FILES = 16
 CHUNK_BYTES = 8 * 1024 * 1024
 DEFAULT_PARSE = "etl.parse:parse_stats"
+# A worker writes its segment when the parent says a stripe ends (ParsePool: about ``flush_rows``);
+# holding this many times more rows, it writes anyway, so a misjudged stripe cannot exhaust memory.
+OVERFLOW = 1.5
 # A worker that dies this many times writing its segment (not parsing: those files are retried alone)
 # points at the store or the machine, not at a file: the run stops.
 MAX_WRITE_DEATHS = 3
@@ -66,13 +69,15 @@ class Task:
 class FactSink:
     """Where workers write fact rows: ``directories`` maps each fact table to the folder its files go
     in (the table's own folder, or a spool folder the parent uploads from); ``prefix`` (the batch id)
-    starts every file name; a worker writes its segment once it holds ``flush_rows`` fact rows, with
-    ``options`` (etl.deltawrite.parquet_options of the store's writer settings)."""
+    starts every file name; a worker writes segments of about ``flush_rows`` fact rows, with ``options``
+    (etl.deltawrite.parquet_options of the store's writer settings); ``background``: on a thread, while
+    it parses on (worth it when a core would otherwise idle, at the cost of a second segment in memory)."""
 
     directories: dict[str, str]
     prefix: str
     flush_rows: int
     options: dict
+    background: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,7 @@ def worker_main(memory_mb: int, spec: str) -> None:
             return
         if message is None:
             return
-        kind, sink, chunk = message
+        sink, chunk, write, wait_all = message
         if segment.sink is not None and segment.sink != sink:
             segment.take()  # left by a run its parent abandoned: never written under another batch
         segment.sink = sink
@@ -174,14 +179,14 @@ def worker_main(memory_mb: int, spec: str) -> None:
                 result = ParsedFile(result.summary, {name: t.num_rows for name, t in result.facts.items()})
             outcomes.append((key, result))
             del data
-        del chunk
-        if kind == "parse":
+        if chunk:
             parsed += 1
+        del chunk
         if sink is None:
             writer.nothing_to_write(parsed)
-        elif kind == "seal" or segment.rows >= sink.flush_rows:
+        elif write or segment.rows >= sink.flush_rows * OVERFLOW:
             writer.write(parsed, segment.take(), sink)
-        if kind == "seal":
+        if wait_all or (sink is not None and not sink.background):  # wait_all: the parent's last word
             writer.wait()
         seals, error = writer.finished()
         output.send(_Reply(outcomes, seals, error))
@@ -218,8 +223,9 @@ class _Segment:
 
 
 class _SegmentWriter:
-    """Writes segments on a thread while the worker parses on (pyarrow encodes and compresses without
-    the GIL), one at a time: a worker holds at most the segment being written and the one it fills."""
+    """Writes segments on a thread, one at a time; with FactSink.background the worker parses on
+    meanwhile (pyarrow encodes and compresses without the GIL), holding at most the segment being
+    written and the one it fills."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-segment")
@@ -286,7 +292,15 @@ def _fact_table(name: str, parts: list[tuple[tuple, pa.Table]]) -> pa.Table:
             columns[key.name] = values.take(indices)
     facts = pa.concat_tables([t for _, t in parts])
     columns.update({c: facts[c] for c in facts.column_names})
-    table = pa.table(columns).select(spec.column_names)
+    # Columns declared non-nullable are written as required Parquet columns, with no definition
+    # levels to encode (~15% of the encoding time); a null in one is a reader bug, and stops the run.
+    fields = []
+    for column in spec.columns:
+        values = columns[column.name]
+        if not column.nullable and values.null_count:
+            raise ValueError(f"{name}.{column.name} is declared non-nullable but holds {values.null_count} null(s)")
+        fields.append(pa.field(column.name, values.type, nullable=column.nullable))
+    table = pa.Table.from_arrays([columns[c.name] for c in spec.columns], schema=pa.schema(fields))
     if not by_keys and spec.sort_by:
         table = table.sort_by([(c, "ascending") for c in spec.sort_by])
     return table
@@ -318,6 +332,9 @@ worker_main(int(sys.argv[1]), sys.argv[2])
 # the current one never blocks the parent (Linux; elsewhere the default size only costs overlap).
 PIPE_BYTES = 1024 * 1024
 IN_FLIGHT = 2  # chunks queued per worker: it starts the next one without waiting for the parent
+# Input bytes per fact row, until a pool has written some (cProfile files hold ~50, pyinstrument ~300):
+# it sizes the first stripes; a guess on the high side only makes their segments overflow sooner.
+GUESS_BYTES_PER_ROW = 64
 
 
 class _Worker:
@@ -366,13 +383,17 @@ class _Worker:
             return True
         return len(self.in_flight) < IN_FLIGHT and sum(len(t.data) for t in chunk) + 64 * 1024 <= self.pipe_bytes
 
-    def send(self, chunk: list[Task], timeout: float, sink: FactSink | None) -> None:
-        """Queue ``chunk``; an empty chunk asks the worker to write its segment."""
+    def send(
+        self, chunk: list[Task], timeout: float, sink: FactSink | None, write: bool = False, last: bool = False
+    ) -> None:
+        """Queue ``chunk`` (possibly empty), then a write of the segment if ``write``; ``last``: the
+        answer waits until everything is written."""
         if not self.in_flight:
             self.deadline = time.monotonic() + timeout * max(1, len(chunk))
         self.in_flight.append(chunk)
         try:
-            self.tasks.send(("parse" if chunk else "seal", sink, [(t.key, t.profiler, t.data, t.interval, t.path) for t in chunk]))
+            message = [(t.key, t.profiler, t.data, t.interval, t.path) for t in chunk]
+            self.tasks.send((sink, message, write or last, last))
         except OSError:
             pass  # it died: its results pipe reports EOF and ParsePool.parse handles the chunk
 
@@ -443,6 +464,8 @@ class ParsePool:
         self.crashes = 0
         self.write_deaths = 0
         self._workers: list[_Worker] = []
+        self._bytes_written = 0
+        self._rows_written = 0
 
     def __enter__(self) -> ParsePool:
         return self
@@ -481,37 +504,19 @@ class ParsePool:
 
         A ChunkResult comes once the files holding its facts are written, so a worker that dies costs
         only a re-parse of what it had not written yet."""
-        chunks = _chunks(tasks)
-        retry: deque[list[Task]] = deque()  # single files of a chunk whose worker died, or its unwritten chunks
-        waiting: list[list[Task]] = []  # a chunk taken from ``chunks`` that no worker could queue yet
-        exhausted = False
-
-        def next_chunk() -> list[Task] | None:
-            nonlocal exhausted
-            if waiting:
-                return waiting.pop()
-            if retry:
-                return retry.popleft()
-            if not exhausted:
-                chunk = next(chunks, None)
-                exhausted = chunk is None
-                return chunk
-            return None
-
+        stripes = _Stripes(_chunks(tasks), lambda: (sink.flush_rows if sink else 1) * self._bytes_per_row())
         try:
             while True:
                 self.start()
                 # Hand out chunks, the least loaded worker first, as long as none of them has to wait.
-                while True:
-                    chunk = next_chunk()
-                    if chunk is None:
-                        break
-                    worker = min(self._workers, key=lambda w: len(w.in_flight))
-                    if not worker.can_queue(chunk):
-                        waiting.append(chunk)
-                        break
-                    worker.wait_started()
-                    worker.send(chunk, self.timeout_s, sink)
+                for worker in sorted(self._workers, key=lambda w: len(w.in_flight)):
+                    while len(worker.in_flight) < IN_FLIGHT:
+                        taken = stripes.take(worker, fits=worker.can_queue)
+                        if taken is None:
+                            break
+                        chunk, write = taken
+                        worker.wait_started()
+                        worker.send(chunk, self.timeout_s, sink, write)
                 busy = [w for w in self._workers if w.in_flight]
                 if not busy:
                     # Everything is parsed: have the workers still holding rows write them.
@@ -519,7 +524,7 @@ class ParsePool:
                     if not holding:
                         return
                     for worker in holding:
-                        worker.send([], self.timeout_s, sink)
+                        worker.send([], self.timeout_s, sink, last=True)
                     busy = holding
                 timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
                 ready = wait([w.results for w in busy], timeout=timeout)
@@ -530,15 +535,21 @@ class ParsePool:
                         if isinstance(reply, _Reply):
                             yield from self._answered(worker, reply)
                             continue
-                        yield from self._lost(worker, timed_out=False, retry=retry)  # its pipe closed: it died
+                        yield from self._lost(worker, timed_out=False, retry=stripes.retry)  # its pipe closed: it died
+                        stripes.forget(worker)
                     elif now >= worker.deadline:
-                        yield from self._lost(worker, timed_out=True, retry=retry)
+                        yield from self._lost(worker, timed_out=True, retry=stripes.retry)
+                        stripes.forget(worker)
         except BaseException:
             for worker in self._workers:
                 if worker.in_flight or worker.unsealed:
                     worker.kill()
             self._workers = [w for w in self._workers if w.process.poll() is None]
             raise
+
+    def _bytes_per_row(self) -> float:
+        """Input bytes per fact row written so far in this pool (a guess until the first write)."""
+        return self._bytes_written / self._rows_written if self._rows_written else GUESS_BYTES_PER_ROW
 
     def _answered(self, worker: _Worker, reply: _Reply) -> Iterator[ChunkResult]:
         if reply.error is not None:
@@ -548,11 +559,19 @@ class ParsePool:
             worker.parsed += 1
             worker.unsealed.append((worker.parsed, chunk, reply.outcomes))
         for through, files in reply.seals:
-            outcomes = [o for n, _, chunk_outcomes in worker.unsealed if n <= through for o in chunk_outcomes]
+            released = [entry for entry in worker.unsealed if entry[0] <= through]
             worker.unsealed = [entry for entry in worker.unsealed if entry[0] > through]
-            yield ChunkResult(outcomes, files)
+            if files:
+                self._bytes_written += sum(_size(t) for _, chunk, _ in released for t in chunk)
+                self._rows_written += sum(f.rows for f in files)
+            yield ChunkResult([o for _, _, outcomes in released for o in outcomes], files)
 
     def _lost(self, worker: _Worker, *, timed_out: bool, retry: deque) -> Iterator[ChunkResult]:
+        if not timed_out:
+            try:
+                worker.process.wait(timeout=5)  # it closed its pipe while dying: let it finish, to tell how
+            except subprocess.TimeoutExpired:
+                pass
         worker.kill()
         self._workers.remove(worker)
         # What it parsed but never wrote, and what it had not started, is parsed again whole: those
@@ -587,17 +606,102 @@ def _failure_of(worker: _Worker, timed_out: bool, timeout_s: float) -> Failure:
     return Failure("crash", f"the parser process died on this file ({how})")
 
 
+def _size(task: Task) -> int:
+    return len(task.data) or task.size
+
+
 def _chunks(tasks: Iterable[Task]) -> Iterator[list[Task]]:
     chunk: list[Task] = []
     size = 0
     for task in tasks:
         chunk.append(task)
-        size += len(task.data) or task.size
+        size += _size(task)
         if len(chunk) >= CHUNK_FILES or size >= CHUNK_BYTES:
             yield chunk
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+class _Stripes:
+    """Hands out chunks so that each worker parses a contiguous run of the tasks (a *stripe*, about
+    ``stripe_bytes()`` of input: one segment's worth) and writes it as its own files. Files then span
+    narrow stretches of the caller's order, which is what readers skip files by; dealt one chunk at a
+    time, every worker's files would span the whole run of all of them. When the tasks run out, an
+    idle worker takes the second half of the longest stripe still queued: contiguous, and no worker
+    idles while another has a stripe to finish."""
+
+    def __init__(self, chunks: Iterator[list[Task]], stripe_bytes: Callable[[], float]) -> None:
+        self.chunks = chunks
+        self.stripe_bytes = stripe_bytes
+        self.retry: deque[list[Task]] = deque()  # chunks of dead workers: anyone's
+        self.queued: dict[_Worker, deque[list[Task]]] = {}
+        self.filling: _Worker | None = None  # whose stripe the next chunk read joins
+        self.filled = 0
+        self.exhausted = False
+        self.unwritten: set[_Worker] = set()  # sent chunks past the end of a written segment
+
+    def take(self, worker: _Worker, fits: Callable[[list[Task]], bool]) -> tuple[list[Task], bool] | None:
+        """The worker's next chunk, and whether its segment is to be written after it (the stripe
+        ends); ([], True) asks it to write before it starts a stripe not adjacent to its last."""
+        if self.retry:
+            if not fits(self.retry[0]):
+                return None
+            self.unwritten.add(worker)
+            return self.retry.popleft(), False
+        queued = self.queued.setdefault(worker, deque())
+        if not queued and self.filling is not worker:
+            if worker in self.unwritten:
+                self.unwritten.discard(worker)
+                return [], True
+            self._fill(until_full=True)  # the stripe being read belongs to another worker: finish it
+            if not self.exhausted:
+                self.filling, self.filled = worker, 0
+        if not queued and self.filling is worker:
+            self._fill(until_full=False)
+        if not queued:
+            self._steal(worker)
+        if not queued or not fits(queued[0]):
+            return None
+        chunk = queued.popleft()
+        ends = not queued and self.filling is not worker
+        if ends:
+            self.unwritten.discard(worker)
+        else:
+            self.unwritten.add(worker)
+        return chunk, ends
+
+    def forget(self, worker: _Worker) -> None:
+        """A worker died: what was queued for it goes to whoever is free."""
+        self.retry.extend(self.queued.pop(worker, ()))
+        self.unwritten.discard(worker)
+        if self.filling is worker:
+            self.filling = None
+
+    def _fill(self, *, until_full: bool) -> None:
+        while self.filling is not None:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                self.exhausted, self.filling = True, None
+                return
+            self.queued[self.filling].append(chunk)
+            self.filled += sum(_size(t) for t in chunk)
+            if self.filled >= self.stripe_bytes():
+                self.filling = None
+            if not until_full:
+                return
+
+    def _steal(self, worker: _Worker) -> None:
+        if not self.exhausted:
+            return
+        victim = max(self.queued, key=lambda w: len(self.queued[w]))
+        if len(self.queued[victim]) < 2:
+            return
+        if worker in self.unwritten:
+            return  # it writes what it holds first (take's next call), then steals
+        half = len(self.queued[victim]) // 2
+        stolen = [self.queued[victim].pop() for _ in range(half)]
+        self.queued[worker].extend(reversed(stolen))
 
 
 if __name__ == "__main__":

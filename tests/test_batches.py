@@ -19,6 +19,7 @@ import pytest
 from conftest import JobBuilder, assert_same_pstats, pstats_of
 from etl import Profiles, ingest
 from etl.compact import compact
+from etl.errors import StoreError
 from etl.lock import LOCK_NAME, StoreLock, StoreLockedError
 from etl.store import FACT_TABLES, Store, raw_view
 
@@ -125,7 +126,10 @@ def _has_unfinished_batch(store: Path) -> bool:
     """Did the kill land inside a batch (after it started writing, before it finished)?"""
     if not Store(str(store)).exists():
         return False
-    con = Store(str(store)).connect()
+    try:
+        con = Store(str(store)).connect()
+    except StoreError:
+        return False  # killed while creating the tables: before any batch
     statuses = con.sql(
         "SELECT bool_or(event = 'started') AND NOT bool_or(event <> 'started') FROM batches GROUP BY batch_id"
     ).fetchall()
@@ -199,6 +203,23 @@ def test_killed_runs_many_points(tmp_path):
     outcomes = _kill_test(tmp_path, timed_points=60, seed=11)
     print(f"kill test (slow tier): {outcomes}")
     assert outcomes["differences"] == 0
+
+
+def test_fact_files_of_a_killed_run_stay_out_of_the_tables(tmp_path):
+    """Workers write into the store's spool; a run killed after its first fact commit leaves the other
+    tables' files there, never in a table, and the next run removes them."""
+    build_corpus(tmp_path / "src", nodes=2, steps=6)
+    store = tmp_path / "store"
+    # Commits: 'started' in batches, then function_stats: killed before function_callers commits.
+    code = run_ingest(tmp_path / "src", store, env={"PROFLAKE_KILL_AFTER_COMMITS": "2"}).wait()
+    assert code == -signal.SIGKILL
+    spooled = list((store / "_proflake" / "spool").rglob("*.parquet"))
+    assert any("function_callers" in p.parts for p in spooled)
+    assert not list((store / "function_callers").glob("*.parquet"))
+    assert run_ingest(tmp_path / "src", store).wait() == 0
+    assert not (store / "_proflake" / "spool").exists()
+    on_disk = {p.name for p in (store / "function_callers").glob("*.parquet")}
+    assert on_disk == {Path(u).name for u in Store(str(store)).delta("function_callers").file_uris()}
 
 
 def test_killed_replacing_run_recovers(tmp_path):
