@@ -293,7 +293,8 @@ def ingest(
         try:
             # Fewer workers than cores: each writes its files on a thread while it parses on.
             background = pool.size < (os.cpu_count() or 1)
-            sink = FactSink(committer.directories, report.batch_id, _flush_rows(), parquet_options(WRITER_PROPERTIES), background)
+            options = parquet_options(WRITER_PROPERTIES)
+            sink = FactSink(committer.directories, report.batch_id, _flush_rows(), options, background)
             for result in pool.parse(tasks(), sink):
                 parsed: list[dict] = []
                 for index, outcome in result.outcomes:

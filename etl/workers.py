@@ -1,6 +1,6 @@
 """Parse stats files in worker processes, so a decoder crash costs one file, not the batch.
 
-Each worker is a separate Python process (``python -m etl.workers``) with an address-space limit
+Each worker is a separate Python process (``_BOOT``, or ``python -m etl.workers``) with an address-space limit
 (RLIMIT_AS), fed chunks of files over its stdin and answering on its stdout. Plain subprocesses, not
 multiprocessing: they never re-import the caller's ``__main__``, so ``ingest()`` works from any script
 or notebook without a ``if __name__ == "__main__"`` guard. A chunk amortises the inter-process cost
@@ -9,13 +9,13 @@ its time, the chunk it held is split and each file retried alone in a fresh work
 a worker on its own is the one reported, as ``crash`` or ``timeout``. Memory errors inside the limit
 arrive as ``memory``. Idle workers are kept for the next run in the same process.
 
-Fact rows never travel back to the parent. A worker keeps the rows of the files it parsed (its
-*segment*) and, once it holds ``FactSink.flush_rows`` of them or the parent asks, writes them as one
-Parquet file per fact table, its rows sorted and its interval keys dictionary-encoded, into the
-table's folder (etl/deltawrite.py): encoding and compression run in every worker, and the parent only
-commits the files. Outcomes reach the caller when the files holding their rows are written (*sealed*):
-if a worker dies, the chunks of its unwritten segment are parsed again elsewhere, so no file's rows
-are lost or written twice.
+Fact rows never travel back to the parent. The parent deals each worker a *stripe* of consecutive
+chunks, about ``FactSink.flush_rows`` fact rows' worth; the worker keeps the rows of the files it
+parses (its *segment*) and, when its stripe ends, writes them as one Parquet file per fact table, rows
+sorted, interval keys dictionary-encoded, into the sink's folders (etl/deltawrite.py). Encoding and
+compression so run in every worker, and the parent only commits the files. Outcomes reach the caller
+when the files holding their rows are written (*sealed*): if a worker dies, the chunks of its unwritten
+segment are parsed again elsewhere, so no file's rows are lost or written twice.
 """
 
 from __future__ import annotations
