@@ -21,6 +21,7 @@ segment are parsed again elsewhere, so no file's rows are lost or written twice.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import importlib
 import os
 import subprocess
@@ -189,7 +190,18 @@ def worker_main(memory_mb: int, spec: str) -> None:
         if wait_all or (sink is not None and not sink.background):  # wait_all: the parent's last word
             writer.wait()
         seals, error = writer.finished()
+        if wait_all:
+            _release_memory()  # idle now, maybe for long: the parent commits, or keeps it for its next run
         output.send(_Reply(outcomes, seals, error))
+
+
+def _release_memory() -> None:
+    """Hand the memory of the last segments back to the system: the C allocator keeps freed pages."""
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)  # glibc; other C libraries have no such call, or need none
+    except (OSError, AttributeError):
+        pass
 
 
 def _read_file(path: str) -> bytes:
@@ -505,6 +517,7 @@ class ParsePool:
         A ChunkResult comes once the files holding its facts are written, so a worker that dies costs
         only a re-parse of what it had not written yet."""
         stripes = _Stripes(_chunks(tasks), lambda: (sink.flush_rows if sink else 1) * self._bytes_per_row())
+        finished: set[_Worker] = set()
         try:
             while True:
                 self.start()
@@ -517,15 +530,17 @@ class ParsePool:
                         chunk, write = taken
                         worker.wait_started()
                         worker.send(chunk, self.timeout_s, sink, write)
+                        finished.discard(worker)
                 busy = [w for w in self._workers if w.in_flight]
                 if not busy:
-                    # Everything is parsed: have the workers still holding rows write them.
-                    holding = [w for w in self._workers if w.unsealed]
-                    if not holding:
+                    # Everything is parsed: the workers write what they still hold, then go idle.
+                    ending = [w for w in self._workers if w.started and (w not in finished or w.unsealed)]
+                    if not ending:
                         return
-                    for worker in holding:
+                    for worker in ending:
                         worker.send([], self.timeout_s, sink, last=True)
-                    busy = holding
+                        finished.add(worker)
+                    busy = ending
                 timeout = max(0.0, min(w.deadline for w in busy) - time.monotonic())
                 ready = wait([w.results for w in busy], timeout=timeout)
                 now = time.monotonic()
