@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pyarrow as pa
@@ -137,3 +138,21 @@ def test_workers_read_local_files_without_following_links(tmp_path):
     assert isinstance(results[0], ParsedFile) and results[0].summary["is_empty"] is True
     assert results[1].kind == "read" and str(link) in results[1].message
     assert results[2].kind == "read" and "No such file" in results[2].message
+
+
+def test_each_file_covers_its_own_stretch_of_the_tasks(tmp_path):
+    """Two workers, dealt stripes of consecutive chunks: no file's tasks interleave with another's,
+    so file statistics keep telling files apart (dealt chunk by chunk, every file would span all)."""
+    sink = FactSink({"pyinstrument_frames": str(tmp_path)}, "b", 40 * ROWS_PER_FILE, parquet_options(WRITER_PROPERTIES))
+    # 64 input bytes per row, as the pool guesses before it learns: stripes of about 40 files.
+    tasks = [Task(i, "pyinstrument", str(i).encode().ljust(64 * ROWS_PER_FILE), _interval(i)) for i in range(400)]
+    with ParsePool(2, parse="crashy_facts:parse") as pool:
+        files = [f for r in pool.parse(tasks, sink) for f in r.files]
+    spans = sorted(
+        (min(ids), max(ids), len(ids))
+        for ids in (set(pq.read_table(f.local_path, columns=["start_step"])["start_step"].to_pylist()) for f in files)
+    )
+    assert sum(n for _, _, n in spans) == 400
+    assert all(high < next_low for (_, high, _), (next_low, _, _) in pairwise(spans))
+    assert all(high - low + 1 == n for low, high, n in spans)  # each file: a run of consecutive tasks
+    assert len(files) <= 2 * 400 // 40  # segments of about flush_rows, not a file per chunk
