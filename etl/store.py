@@ -207,9 +207,13 @@ class Store:
             predicate = " OR ".join(terms)
         if rows.num_rows == 0 and predicate is not None and not replaced_uris:
             return
+        self._overwrite("intervals", rows, predicate, batch_id)
+
+    def _overwrite(self, name: str, rows: pa.Table, predicate: str | None, batch_id: str) -> None:
+        """Replace the rows matching ``predicate`` (all rows when None) with ``rows``, in one commit."""
         write_deltalake(
-            self.table_uri("intervals"),
-            self._prepare("intervals", rows),
+            self.table_uri(name),
+            self._prepare(name, rows),
             mode="overwrite",
             predicate=predicate,
             writer_properties=WRITER_PROPERTIES,
@@ -334,28 +338,11 @@ class Store:
         if rows is None:
             self.delete_where(name, predicate)
             return
-        write_deltalake(
-            self.table_uri(name),
-            self._prepare(name, rows),
-            mode="overwrite",
-            predicate=predicate,
-            writer_properties=WRITER_PROPERTIES,
-            storage_options=self.storage_options,
-            commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
-        )
-        crash_points.committed()
+        self._overwrite(name, rows, predicate, batch_id)
 
     def replace_table(self, name: str, rows: pa.Table, batch_id: str) -> None:
         """Overwrite a small bookkeeping table in one commit."""
-        write_deltalake(
-            self.table_uri(name),
-            self._prepare(name, rows),
-            mode="overwrite",
-            writer_properties=WRITER_PROPERTIES,
-            storage_options=self.storage_options,
-            commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
-        )
-        crash_points.committed()
+        self._overwrite(name, rows, None, batch_id)
 
     def ingested_versions(self) -> dict[str, tuple[str, int, str]]:
         """source_uri -> (interval_id, size, version) for every live interval."""
