@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import duckdb
@@ -25,10 +26,11 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from etl.errors import StoreError
 from etl.s3 import S3Config, is_s3, split_s3_uri
-from etl.schema import ALL_TABLES, DERIVED_TABLES, arrow_schema, empty_select, table_spec
+from etl.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema, empty_select, table_spec
 
 DEFAULT_STORE = "./proflake-store"
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
+_FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
 
 # zstd keeps the store small; row groups of ~128k rows let node/time filters skip most of a file.
 # Measured times are the bulk of the store and look random to a compressor; BYTE_STREAM_SPLIT groups
@@ -108,6 +110,7 @@ class Store:
             self.root = str(Path(self.location).expanduser().absolute())
             self.s3 = None
         self._options: dict[str, str] | None = None
+        self._scratch: duckdb.DuckDBPyConnection | None = None  # for rows(), opened on first use
 
     def __repr__(self) -> str:
         return f"Store({self.location!r})"
@@ -149,6 +152,8 @@ class Store:
             except OSError as e:
                 raise StoreError(f"cannot create the store folder {self.location!r}: {e.strerror}") from e
         for name in ALL_TABLES:
+            if not self.is_remote and (Path(self.root) / name / "_delta_log" / _FIRST_COMMIT).is_file():
+                continue  # created already; asking deltalake costs ~7 ms a table on every run
             try:
                 DeltaTable.create(
                     self.table_uri(name),
@@ -325,10 +330,8 @@ class Store:
         """(job_id, profiler, node_id, start_time_us, end_time_us) -> source_uri of every live interval."""
         if not self.exists():
             return {}
-        columns = ["job_id", "profiler", "node_id", "start_time_us", "end_time_us", "source_uri"]
-        table = self.delta("intervals").to_pyarrow_table(columns=columns)
-        values = [table[c].to_pylist() for c in columns]
-        return {tuple(row[:-1]): row[-1] for row in zip(*values)}
+        rows = self.rows("intervals", ["job_id", "profiler", "node_id", "start_time_us", "end_time_us", "source_uri"])
+        return {row[:-1]: row[-1] for row in rows}
 
     def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str) -> None:
         """Replace every row of ``job_ids`` in a derived table with ``rows`` (None: just delete), in one commit."""
@@ -348,18 +351,33 @@ class Store:
         """source_uri -> (interval_id, size, version) for every live interval."""
         if not self.exists():
             return {}
-        table = self.delta("intervals").to_pyarrow_table(
-            columns=["source_uri", "interval_id", "source_size", "source_version"]
-        )
-        return {
-            uri: (iid, size, version)
-            for uri, iid, size, version in zip(
-                table["source_uri"].to_pylist(),
-                table["interval_id"].to_pylist(),
-                table["source_size"].to_pylist(),
-                table["source_version"].to_pylist(),
-            )
-        }
+        rows = self.rows("intervals", ["source_uri", "interval_id", "source_size", "source_version"])
+        return {row[0]: row[1:] for row in rows}
+
+    def rows(self, name: str, columns: Sequence[str]) -> list[tuple]:
+        """Some columns of every row of a table, as tuples: the bookkeeping reads of every ingest run.
+
+        A local table is read by DuckDB: deltalake's reader goes through pyarrow.dataset, whose import
+        brings pandas, a third of a second on every nightly run that finds nothing new."""
+        delta = self.delta(name)
+        if self.is_remote:
+            table = delta.to_pyarrow_table(columns=list(columns))
+            return list(zip(*(table[c].to_pylist() for c in columns)))
+        files = delta.file_uris()
+        if not files:
+            return []
+        select = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+        return self._scratch_connection().execute(f"SELECT {select} FROM read_parquet($files)", {"files": files}).fetchall()
+
+    def table_of(self, name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+        """A few rows for a table, from dicts, without the pandas import of pyarrow's converters."""
+        return arrow_rows(self._scratch_connection(), name, rows)
+
+    def _scratch_connection(self) -> duckdb.DuckDBPyConnection:
+        # A cursor each time: ingest records its batch on a thread while the main thread reads.
+        if self._scratch is None:
+            self._scratch = duckdb.connect()
+        return self._scratch.cursor()
 
 
 def _file_spans(table: DeltaTable | None, files: list[str]) -> FileSpans:

@@ -85,6 +85,28 @@ def test_rerun_is_idempotent_and_incremental(tmp_path):
     assert statuses == ["committed"] * 5
 
 
+def test_rerun_counts_unchanged_files_and_pairs_what_is_new(tmp_path):
+    """A re-run skips unchanged files without interpreting them again; a pyinstrument html still pairs
+    with a json that is new, and an html without a json is reported on every run, as on the first."""
+    build_corpus(tmp_path / "src", nodes=1, steps=4, pyinstrument_every=2)
+    job = JobBuilder(tmp_path / "src" / "job-1")
+    lonely = job.stats_dir("pyinstrument", "algo-1", "train-9-stepstart-90000_train-9-stepend-91000")
+    lonely.mkdir(parents=True)
+    (lonely / "python_stats.html").write_text("<html></html>")
+    store = str(tmp_path / "store")
+    first = ingest(str(tmp_path / "src"), store)
+    assert first.unrecognised == [str(lonely / "python_stats.html")]
+    again = ingest(str(tmp_path / "src"), store)
+    assert (again.new_intervals, again.unchanged, again.intervals_seen) == (0, first.new_intervals, first.intervals_seen)
+    assert again.unrecognised == first.unrecognised and again.files_seen == first.files_seen
+    # A new pyinstrument interval, listed html first: both files belong to the one new interval.
+    added = job.pyinstrument("algo-1", "train-8-stepstart-80000_train-8-stepend-81000")
+    third = ingest(str(tmp_path / "src"), store)
+    assert (third.new_intervals, third.unchanged) == (1, first.new_intervals)
+    html_uris = Profiles(store).sql("SELECT html_uri FROM intervals WHERE source_uri = $uri", {"uri": str(added)})
+    assert html_uris["html_uri"].to_pylist() == [str(added.with_name("python_stats.html"))]
+
+
 def test_changed_file_replaces_its_rows(tmp_path):
     paths = build_corpus(tmp_path / "src", nodes=1, steps=2, pyinstrument_every=99)
     store = str(tmp_path / "store")

@@ -36,43 +36,44 @@ class LocalSource:
 
         os.scandir rather than os.walk + lstat + pathlib: the directory entries already say what is a
         folder or a link, and parts are built from the parent's, so a nightly re-run of a large
-        unchanged job spends its time on one stat per file and nothing else.
+        unchanged job spends its time on one stat per file. The walk keeps its own stack of folders:
+        smdebug writes one file per folder, and recursive generators passed every file up through
+        each level of `yield from`.
         """
-        yield from self._list_folder(str(self.root), self.root.parts)
-
-    def _list_folder(self, folder: str, parts: tuple[str, ...]) -> Iterator[SourceObject]:
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as error:
-            raise SourceError(f"cannot list {folder!r}: {error.strerror}; check its permissions") from error
-        subfolders = []
-        for entry in entries:
+        pending: list[tuple[str, tuple[str, ...]]] = [(str(self.root), self.root.parts)]
+        while pending:
+            folder, parts = pending.pop()
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    subfolders.append(entry)
-                    continue
-                if entry.is_symlink():
-                    if entry.is_dir():
-                        continue  # a link to a folder: never walked into, as os.walk(followlinks=False)
+                with os.scandir(folder) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as error:
+                raise SourceError(f"cannot list {folder!r}: {error.strerror}; check its permissions") from error
+            subfolders = []
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        subfolders.append((entry.path, (*parts, entry.name)))
+                        continue
+                    if entry.is_symlink():
+                        if entry.is_dir():
+                            continue  # a link to a folder: never walked into, as os.walk(followlinks=False)
+                        st = entry.stat(follow_symlinks=False)
+                        yield SourceObject(
+                            uri=entry.path,
+                            parts=(*parts, entry.name),
+                            size=st.st_size,
+                            version=str(st.st_mtime_ns),
+                            problem=f"is a symbolic link (to {os.readlink(entry.path)!r}); links are not followed",
+                            problem_kind="symlink",
+                        )
+                        continue
                     st = entry.stat(follow_symlinks=False)
-                    yield SourceObject(
-                        uri=entry.path,
-                        parts=(*parts, entry.name),
-                        size=st.st_size,
-                        version=str(st.st_mtime_ns),
-                        problem=f"is a symbolic link (to {os.readlink(entry.path)!r}); links are not followed",
-                        problem_kind="symlink",
-                    )
+                except OSError:
+                    continue  # vanished between listing and stat
+                if not stat.S_ISREG(st.st_mode):
                     continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue  # vanished between listing and stat
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            yield SourceObject(uri=entry.path, parts=(*parts, entry.name), size=st.st_size, version=str(st.st_mtime_ns))
-        for entry in subfolders:
-            yield from self._list_folder(entry.path, (*parts, entry.name))
+                yield SourceObject(uri=entry.path, parts=(*parts, entry.name), size=st.st_size, version=str(st.st_mtime_ns))
+            pending.extend(reversed(subfolders))  # popped in name order
 
     def read(self, obj: SourceObject) -> bytes:
         try:
