@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from etl.catalog import refresh_catalogs
 from etl.deltawrite import DataFile, commit_data_files, parquet_options
@@ -137,7 +138,7 @@ class Progress:
     def done(self) -> None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class _Candidate:
     """One interval found in the listing: a cProfile file, or a pyinstrument json with its html."""
 
@@ -256,7 +257,7 @@ def ingest(
         todo.sort(key=lambda item: item[1])
         bar.reading(len(todo), sum(c.stats.size for c, _ in todo))  # type: ignore[union-attr]
         committer = _FactCommitter(st, report.batch_id)
-        intervals = _Intervals()
+        intervals = _Intervals(_spool_folder(st, f"{report.batch_id}-intervals"))
         pending: dict[int, tuple[_Candidate, dict]] = {}
 
         # Workers read local files themselves: the bytes never pass through this process. Objects
@@ -306,10 +307,16 @@ def ingest(
         finally:
             committer.close()
             futures_wait([started_record])  # never still writing once the lock is released
-        interval_table = intervals.table()
-        st.commit_intervals(interval_table, report.batch_id, sorted(replaced), full_refresh)
-        report.rows = {"intervals": interval_table.num_rows, **committer.rows}
-        report.new_intervals = interval_table.num_rows
+        try:
+            st.commit_intervals(intervals.reader(), intervals.num_rows, report.batch_id, sorted(replaced), full_refresh)
+            ingested = intervals.source_uris() if report.failed or not empty else set()
+        finally:
+            intervals.close()
+            if not st.is_remote:
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(st.root, SPOOL))  # the spool folder itself, now empty
+        report.rows = {"intervals": intervals.num_rows, **committer.rows}
+        report.new_intervals = intervals.num_rows
         report.replaced_intervals = len(replaced)
         # The batch is visible now. What follows only removes rows no view shows any more.
         if full_refresh:
@@ -318,7 +325,7 @@ def ingest(
         elif replaced:
             st.delete_rows_of("interval_id", sorted(replaced.values()))
         if report.failed or not empty:
-            _update_quarantine(st, report, set(interval_table["source_uri"].to_pylist()), now)
+            _update_quarantine(st, report, ingested, now)
         refresh_phase_rollups(st, report.batch_id, log=say)
         report.seconds = time.perf_counter() - started
         _record(st, report, "committed", datetime.now(timezone.utc))
@@ -561,18 +568,49 @@ def _flush_rows() -> int:
 
 
 class _Intervals:
-    """The batch's intervals rows, kept as Arrow batches (a few hundred bytes a row) until they commit."""
+    """The batch's intervals rows until they commit: Arrow batches, written out as Parquet every
+    SPOOL_ROWS rows and streamed back by the commit (a 100,000-file batch held ~130 MB of them)."""
 
-    def __init__(self) -> None:
+    SPOOL_ROWS = 20_000
+
+    def __init__(self, directory: str) -> None:
         self._schema = arrow_schema("intervals")
+        self._directory = directory
         self._batches: list[pa.RecordBatch] = []
+        self._held = 0
+        self._files: list[str] = []
+        self.num_rows = 0
 
     def add(self, rows: list[dict]) -> None:
-        if rows:
-            self._batches.append(pa.RecordBatch.from_pylist(rows, schema=self._schema))
+        if not rows:
+            return
+        self._batches.append(pa.RecordBatch.from_pylist(rows, schema=self._schema))
+        self._held += len(rows)
+        self.num_rows += len(rows)
+        if self._held >= self.SPOOL_ROWS:
+            os.makedirs(self._directory, exist_ok=True)
+            path = os.path.join(self._directory, f"intervals-{len(self._files):05d}.parquet")
+            pq.write_table(pa.Table.from_batches(self._batches, schema=self._schema), path, compression="none")
+            self._files.append(path)
+            self._batches, self._held = [], 0
 
-    def table(self) -> pa.Table:
-        return pa.Table.from_batches(self._batches, schema=self._schema)
+    def reader(self, columns: list[str] | None = None) -> pa.RecordBatchReader:
+        """Every row added, in order, as one stream (``columns``: only those)."""
+        schema = self._schema if columns is None else pa.schema([self._schema.field(c) for c in columns])
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for path in self._files:
+                yield from pq.ParquetFile(path).iter_batches(columns=columns)
+            for batch in self._batches:
+                yield batch if columns is None else batch.select(columns)
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def source_uris(self) -> set[str]:
+        return {uri for batch in self.reader(["source_uri"]) for uri in batch.column(0).to_pylist()}
+
+    def close(self) -> None:
+        shutil.rmtree(self._directory, ignore_errors=True)
 
 
 # Where parse workers write a local store's fact files until they are committed: a dead run's files
@@ -593,10 +631,7 @@ class _FactCommitter:
         self.store = store
         self.batch_id = batch_id
         self.rows: dict[str, int] = {name: 0 for name in FACT_TABLES}
-        if store.is_remote:
-            self._spool = tempfile.mkdtemp(prefix="proflake-spool-")
-        else:
-            self._spool = os.path.join(store.root, SPOOL, batch_id)
+        self._spool = _spool_folder(store, batch_id)
         self.directories = {name: os.path.join(self._spool, name) for name in FACT_TABLES}
         for directory in self.directories.values():
             os.makedirs(directory, exist_ok=True)
@@ -647,6 +682,14 @@ class _FactCommitter:
         except Exception as e:
             raise explain_client_error(e, f"s3://{bucket}/{key}") from e
         os.unlink(f.local_path)
+
+
+def _spool_folder(store: Store, name: str) -> str:
+    """A folder for a run's files before they commit: in the store's spool for a local store (the next
+    run's repair clears what a killed run left), a temporary folder for an S3 store."""
+    if store.is_remote:
+        return tempfile.mkdtemp(prefix=f"proflake-{name}-")
+    return os.path.join(store.root, SPOOL, name)
 
 
 def clear_spool(store: Store) -> None:

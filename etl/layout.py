@@ -33,7 +33,7 @@ _CURRENT_DIR = re.compile(
 _LEGACY_DIR = re.compile(rf"^(?P<start_time>{_TIME})_(?P<end_time>{_TIME})_(?P<node>.+)_(?P<step>-?\d+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per listed stats file: a large job lists 100,000s
 class IntervalPath:
     """What a stats file's path says about its interval; the reader adds what the contents say."""
 
@@ -113,7 +113,7 @@ def _check_name(kind: str, value: str, valid: tuple[str, ...], dir_name: str) ->
         raise LayoutError(
             f"stats directory {dir_name!r} names unknown {kind} {value!r}; expected one of: {', '.join(valid)}"
         )
-    return value
+    return valid[valid.index(value)]  # the shared constant, not one more copy per listed file
 
 
 def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:

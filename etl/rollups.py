@@ -55,7 +55,8 @@ def refresh_phase_rollups(
     """Rebuild the phase roll-ups of every job whose live intervals changed since they were built, and
     drop those of jobs that are gone; returns the jobs rebuilt. Call with the writer lock held."""
     say = log or (lambda message: None)
-    con = store.connect(tables=PHASE_TABLES)  # enough to tell whether anything is stale
+    # Views enough to tell whether anything is stale; intervals read where they lie, not copied.
+    con = store.connect(tables=PHASE_TABLES, snapshot_intervals=False)
     try:
         live = live_fingerprints(con)
         built = built_fingerprints(con)
@@ -64,7 +65,7 @@ def refresh_phase_rollups(
         ):
             return []
         con.close()
-        con = store.connect()
+        con = store.connect(snapshot_intervals=False)
         rebuilt: set[str] = set()
         for name, build in PHASE_TABLES.items():
             stale = sorted(job for job, fingerprint in live.items() if built[name].get(job) != {fingerprint})

@@ -198,9 +198,11 @@ class Store:
         )
         crash_points.committed()
 
-    def commit_intervals(self, rows: pa.Table, batch_id: str, replaced_uris: list[str], full_refresh: bool) -> None:
+    def commit_intervals(
+        self, rows: pa.RecordBatchReader, num_rows: int, batch_id: str, replaced_uris: list[str], full_refresh: bool
+    ) -> None:
         """The batch's visibility point: in ONE commit, add its intervals and drop those they replace
-        (every interval, for a full refresh)."""
+        (every interval, for a full refresh). ``rows`` streams them in the table's schema."""
         if full_refresh:
             predicate = None
         else:
@@ -210,15 +212,17 @@ class Store:
             if replaced_uris:
                 terms.append("source_uri IN (" + ", ".join(sql_string(u) for u in replaced_uris) + ")")
             predicate = " OR ".join(terms)
-        if rows.num_rows == 0 and predicate is not None and not replaced_uris:
+        if num_rows == 0 and predicate is not None and not replaced_uris:
             return
         self._overwrite("intervals", rows, predicate, batch_id)
 
-    def _overwrite(self, name: str, rows: pa.Table, predicate: str | None, batch_id: str) -> None:
-        """Replace the rows matching ``predicate`` (all rows when None) with ``rows``, in one commit."""
+    def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
+        """Replace the rows matching ``predicate`` (all rows when None) with ``rows``, in one commit.
+        A table is put in the declared column order and sorted; a stream must come that way already
+        (it is written as it arrives, never held whole)."""
         write_deltalake(
             self.table_uri(name),
-            self._prepare(name, rows),
+            self._prepare(name, rows) if isinstance(rows, pa.Table) else rows,
             mode="overwrite",
             predicate=predicate,
             writer_properties=WRITER_PROPERTIES,
@@ -246,19 +250,29 @@ class Store:
 
     # -- reading --------------------------------------------------------------------------------
     def connect(
-        self, connection: duckdb.DuckDBPyConnection | None = None, *, tables: Collection[str] | None = None
+        self,
+        connection: duckdb.DuckDBPyConnection | None = None,
+        *,
+        tables: Collection[str] | None = None,
+        snapshot_intervals: bool = True,
     ) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection where each table is a view under its own name, over its live data.
 
         Fact tables appear twice: ``function_stats`` holds only rows of live intervals (what ad hoc
         SQL and BI tools see), ``_function_stats_all`` every row (fetches join it to their selection).
         ``tables`` limits the views to those tables (and intervals, which every view needs): opening
-        each Delta log costs ~10 ms, which bookkeeping checks need not pay.
+        each Delta log costs ~10 ms, which bookkeeping checks need not pay. ``snapshot_intervals=False``
+        leaves ``intervals`` a view over its files instead of a copy in memory (~1 KB a row): for ingest's
+        own queries, which read it once.
         """
-        return self.connect_with_files(connection, tables=tables)[0]
+        return self.connect_with_files(connection, tables=tables, snapshot_intervals=snapshot_intervals)[0]
 
     def connect_with_files(
-        self, connection: duckdb.DuckDBPyConnection | None = None, *, tables: Collection[str] | None = None
+        self,
+        connection: duckdb.DuckDBPyConnection | None = None,
+        *,
+        tables: Collection[str] | None = None,
+        snapshot_intervals: bool = True,
     ) -> tuple[duckdb.DuckDBPyConnection, dict[str, FileSpans]]:
         """``connect()``, plus each fact table's files and their time spans, for the table macros
         ``_<table>_in(files)`` (every row of just those files) that fetches read through."""
@@ -286,8 +300,9 @@ class Store:
                     )
         # intervals is small (one row per stats file) and every question starts from it: hold it in
         # memory rather than decode its Parquet on each query. The connection is a snapshot anyway.
-        con.execute("ALTER VIEW intervals RENAME TO _intervals_files")
-        con.execute("CREATE TEMP TABLE intervals AS SELECT * FROM _intervals_files")
+        if snapshot_intervals:
+            con.execute("ALTER VIEW intervals RENAME TO _intervals_files")
+            con.execute("CREATE TEMP TABLE intervals AS SELECT * FROM _intervals_files")
         for name in (n for n in FACT_TABLES if n in wanted):
             con.execute(
                 f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {raw_view(name)} "

@@ -9,7 +9,7 @@ from typing import Protocol
 from etl.s3 import S3Config, is_s3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per listed file
 class SourceObject:
     uri: str  # absolute path or s3://bucket/key: what the store records as source_uri
     parts: tuple[str, ...]  # path components, for the layout parser and job ids
