@@ -23,7 +23,8 @@ semantics, step for step:
   ``training_loop``.
 
 Also here: the decode floor, reading every stats file and decoding it (``marshal.loads`` for cProfile,
-``json.loads`` for pyinstrument), the least any ingest must do.
+``json.loads`` for pyinstrument), the least any ingest must do; and the bare conversion, the least a
+pure-Python ingest must do on top of it to hold Arrow columns.
 """
 
 from __future__ import annotations
@@ -297,3 +298,31 @@ def decode_floor(cprofile_paths: list[str], pyinstrument_paths: list[str]) -> di
         "cprofile_bytes": cprofile_bytes,
         "pyinstrument_bytes": pyinstrument_bytes,
     }
+
+
+def bare_conversion(cprofile_paths: list[str], pyinstrument_paths: list[str]) -> dict:
+    """The decode floor plus the least Python work that turns each cProfile dump into Arrow columns:
+    transpose the dictionary into one list per column (functions and caller edges) and hand each list
+    to ``pyarrow.array``. No checks, no interval keys, nothing encoded or kept; pyinstrument files are
+    only decoded, as in the floor. Without compiled code of one's own, an ingest cannot do less."""
+    import pyarrow as pa
+
+    started = time.perf_counter()
+    for path in cprofile_paths:
+        with open(path, "rb") as f:
+            stats = marshal.loads(f.read())
+        filenames, linenos, names = zip(*stats)
+        cc, nc, tt, ct, callers = zip(*stats.values())
+        edges = [(callee, key, value) for callee, edges_of in enumerate(callers) for key, value in edges_of.items()]
+        columns = [filenames, linenos, names, cc, nc, tt, ct]
+        if edges:
+            callee, caller_keys, values = zip(*edges)
+            columns += [callee, *zip(*caller_keys), *zip(*values)]
+        for column in columns:
+            pa.array(column)
+    middle = time.perf_counter()
+    for path in pyinstrument_paths:
+        with open(path, "rb") as f:
+            json.loads(f.read())
+    ended = time.perf_counter()
+    return {"seconds": ended - started, "cprofile_seconds": middle - started, "pyinstrument_seconds": ended - middle}
