@@ -132,8 +132,9 @@ def _json_value(value: object) -> object:
     return value
 
 
-def commit_data_files(table: DeltaTable, files: list[DataFile], batch_id: str) -> None:
-    """Add ``files`` (already in the table's folder) to ``table`` in one append commit."""
+def commit_data_files(table: DeltaTable, files: list[DataFile], batch_id: str, *, replace_all: bool = False) -> None:
+    """Add ``files`` (already in the table's folder) to ``table`` in one commit; with ``replace_all``,
+    the same commit removes every file the table had."""
     from deltalake import CommitProperties
     from deltalake.transaction import AddAction
 
@@ -141,7 +142,7 @@ def commit_data_files(table: DeltaTable, files: list[DataFile], batch_id: str) -
     actions = [AddAction(f.name, f.size, {}, now, True, f.stats) for f in files]
     table.create_write_transaction(
         actions,
-        mode="append",
+        mode="overwrite" if replace_all else "append",
         schema=table.schema(),
         commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
     )

@@ -34,13 +34,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from etl.catalog import refresh_catalogs
-from etl.deltawrite import DataFile, commit_data_files, parquet_options
+from etl.deltawrite import DataFile, commit_data_files, parquet_options, write_data_file
 from etl.errors import LayoutError, ProflakeError
 from etl.layout import PYINSTRUMENT_HTML_FILE, IntervalPath, is_stats_file, parse_stats_path
 from etl.lock import StoreLock
 from etl.rollups import refresh_phase_rollups
 from etl.s3 import S3Config
-from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema
+from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
 from etl.sources.base import Source, SourceObject, open_source
 from etl.sources.local import LocalSource
 from etl.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
@@ -257,7 +257,8 @@ def ingest(
         todo.sort(key=lambda item: item[1])
         bar.reading(len(todo), sum(c.stats.size for c, _ in todo))  # type: ignore[union-attr]
         committer = _FactCommitter(st, report.batch_id)
-        intervals = _Intervals(_spool_folder(st, f"{report.batch_id}-intervals"))
+        options = parquet_options(WRITER_PROPERTIES)
+        intervals = _Intervals(committer.directories["intervals"], report.batch_id, options)
         pending: dict[int, tuple[_Candidate, dict]] = {}
 
         # Workers read local files themselves: the bytes never pass through this process. Objects
@@ -284,7 +285,6 @@ def ingest(
         try:
             # Fewer workers than cores: each writes its files on a thread while it parses on.
             background = pool.size < (os.cpu_count() or 1)
-            options = parquet_options(WRITER_PROPERTIES)
             sink = FactSink(committer.directories, report.batch_id, _flush_rows(), options, background)
             for result in pool.parse(tasks(), sink):
                 parsed: list[dict] = []
@@ -302,19 +302,23 @@ def ingest(
                 intervals.add(parsed)
                 committer.add(result.files)
             bar.writing("committing")
+            # What the listing held (~1 KB a file) is done with: give it back before the commits.
+            for finished in (candidates, todo, claimed, existing, known):
+                finished.clear()
+            intervals.flush()
             started_record.result()
             committer.finish()
+            ingested = intervals.source_uris() if report.failed or not empty else set()
+            if replaced:
+                # Rows inside committed files change: deltalake's replaceWhere rewrites those files, and
+                # holds the batch's intervals in memory to do it (only runs that met changed files pay).
+                st.commit_intervals(intervals.reader(), intervals.num_rows, report.batch_id, sorted(replaced), full_refresh)
+            elif intervals.files or full_refresh:
+                committer.add(intervals.files)
+                committer.commit("intervals", intervals.files, replace_all=full_refresh)
         finally:
             committer.close()
             futures_wait([started_record])  # never still writing once the lock is released
-        try:
-            st.commit_intervals(intervals.reader(), intervals.num_rows, report.batch_id, sorted(replaced), full_refresh)
-            ingested = intervals.source_uris() if report.failed or not empty else set()
-        finally:
-            intervals.close()
-            if not st.is_remote:
-                with contextlib.suppress(OSError):
-                    os.rmdir(os.path.join(st.root, SPOOL))  # the spool folder itself, now empty
         report.rows = {"intervals": intervals.num_rows, **committer.rows}
         report.new_intervals = intervals.num_rows
         report.replaced_intervals = len(replaced)
@@ -568,49 +572,50 @@ def _flush_rows() -> int:
 
 
 class _Intervals:
-    """The batch's intervals rows until they commit: Arrow batches, written out as Parquet every
-    SPOOL_ROWS rows and streamed back by the commit (a 100,000-file batch held ~130 MB of them)."""
+    """The batch's intervals rows until they commit: Arrow batches, written every SPOOL_ROWS rows as a
+    Parquet data file of the intervals table, in its declared order, into the run's spool (a 100,000-file
+    batch held ~130 MB of rows, and deltalake's writer as much again)."""
 
     SPOOL_ROWS = 20_000
 
-    def __init__(self, directory: str) -> None:
-        self._schema = arrow_schema("intervals")
+    def __init__(self, directory: str, batch_id: str, options: dict) -> None:
+        self._spec = table_spec("intervals")
         self._directory = directory
+        self._batch_id = batch_id
+        self._options = options
         self._batches: list[pa.RecordBatch] = []
         self._held = 0
-        self._files: list[str] = []
+        self.files: list[DataFile] = []
         self.num_rows = 0
 
     def add(self, rows: list[dict]) -> None:
         if not rows:
             return
-        self._batches.append(pa.RecordBatch.from_pylist(rows, schema=self._schema))
+        self._batches.append(pa.RecordBatch.from_pylist(rows, schema=self._spec.arrow_schema))
         self._held += len(rows)
         self.num_rows += len(rows)
         if self._held >= self.SPOOL_ROWS:
-            os.makedirs(self._directory, exist_ok=True)
-            path = os.path.join(self._directory, f"intervals-{len(self._files):05d}.parquet")
-            pq.write_table(pa.Table.from_batches(self._batches, schema=self._schema), path, compression="none")
-            self._files.append(path)
-            self._batches, self._held = [], 0
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is held (call once more when the last rows are in)."""
+        if not self._batches:
+            return
+        rows = pa.Table.from_batches(self._batches, schema=self._spec.arrow_schema)
+        rows = rows.sort_by([(c, "ascending") for c in self._spec.sort_by])
+        self.files.append(write_data_file("intervals", rows, self._directory, self._batch_id, self._options))
+        self._batches, self._held = [], 0
 
     def reader(self, columns: list[str] | None = None) -> pa.RecordBatchReader:
-        """Every row added, in order, as one stream (``columns``: only those)."""
-        schema = self._schema if columns is None else pa.schema([self._schema.field(c) for c in columns])
-
-        def batches() -> Iterator[pa.RecordBatch]:
-            for path in self._files:
-                yield from pq.ParquetFile(path).iter_batches(columns=columns)
-            for batch in self._batches:
-                yield batch if columns is None else batch.select(columns)
-
-        return pa.RecordBatchReader.from_batches(schema, batches())
+        """Every row written, as one stream (``columns``: only those); before the files move."""
+        schema = self._spec.arrow_schema
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
+        batches = (b for f in self.files for b in pq.ParquetFile(f.local_path).iter_batches(columns=columns))
+        return pa.RecordBatchReader.from_batches(schema, batches)
 
     def source_uris(self) -> set[str]:
         return {uri for batch in self.reader(["source_uri"]) for uri in batch.column(0).to_pylist()}
-
-    def close(self) -> None:
-        shutil.rmtree(self._directory, ignore_errors=True)
 
 
 # Where parse workers write a local store's fact files until they are committed: a dead run's files
@@ -632,7 +637,7 @@ class _FactCommitter:
         self.batch_id = batch_id
         self.rows: dict[str, int] = {name: 0 for name in FACT_TABLES}
         self._spool = _spool_folder(store, batch_id)
-        self.directories = {name: os.path.join(self._spool, name) for name in FACT_TABLES}
+        self.directories = {name: os.path.join(self._spool, name) for name in (*FACT_TABLES, "intervals")}
         for directory in self.directories.values():
             os.makedirs(directory, exist_ok=True)
         self._files: list[DataFile] = []
@@ -649,19 +654,23 @@ class _FactCommitter:
             self._uploads.extend(self._uploader.submit(self._upload, f) for f in files)
 
     def finish(self) -> None:
-        """Commit every table's files (after their uploads)."""
-        while self._uploads:
-            self._uploads.pop(0).result()
+        """Commit every fact table's files (after their uploads)."""
         for name in FACT_TABLES:
             files = [f for f in self._files if f.table == name]
-            if not files:
-                continue
-            if not self.store.is_remote:
-                for f in files:
-                    os.rename(f.local_path, os.path.join(self.store.root, name, f.name))
-            commit_data_files(self.store.delta(name), files, self.batch_id)
-            crash_points.committed()
-            self.rows[name] += sum(f.rows for f in files)
+            if files:
+                self.commit(name, files)
+                self.rows[name] += sum(f.rows for f in files)
+
+    def commit(self, name: str, files: list[DataFile], *, replace_all: bool = False) -> None:
+        """Move ``files`` (given to ``add`` before) into table ``name`` and add them in one commit
+        (``replace_all``: the commit also removes every file the table had)."""
+        while self._uploads:
+            self._uploads.pop(0).result()
+        if not self.store.is_remote:
+            for f in files:
+                os.rename(f.local_path, os.path.join(self.store.root, name, f.name))
+        commit_data_files(self.store.delta(name), files, self.batch_id, replace_all=replace_all)
+        crash_points.committed()
 
     def close(self) -> None:
         if self._uploader is not None:

@@ -123,6 +123,39 @@ def test_changed_file_replaces_its_rows(tmp_path):
     assert snapshot(store)["function_stats:hidden_rows"] == [0]
 
 
+def test_intervals_written_in_many_files_commit_as_one_batch(tmp_path, monkeypatch):
+    """A large batch writes its intervals as several data files; they still commit at once, with every
+    row, whether they are appended, replace changed files, or replace everything (a full refresh)."""
+    import importlib
+
+    ingest_module = importlib.import_module("etl.ingest")
+    paths = build_corpus(tmp_path / "src", nodes=2, steps=6, pyinstrument_every=3)
+    reference = str(tmp_path / "reference")
+    ingest(str(tmp_path / "src"), reference)
+    expected = snapshot(reference)
+    monkeypatch.setattr(ingest_module._Intervals, "SPOOL_ROWS", 4)
+    monkeypatch.setenv("PROFLAKE_FLUSH_ROWS", "50")  # small stripes: parsed files arrive a few at a time
+    store = str(tmp_path / "store")
+    first = ingest(str(tmp_path / "src"), store)
+    assert first.new_intervals == len(expected["intervals"]) > 8
+    versions_after_first = Store(store).delta("intervals").version()
+    assert len(Store(store).delta("intervals").file_uris()) > 1
+    assert snapshot(store) == expected
+    from conftest import write_cprofile
+
+    target = next(p for p in paths if "train-2-stepstart" in str(p) and "algo-1" in str(p))
+    write_cprofile(target.parent, "b", repeat=2)
+    changed = ingest(str(tmp_path / "src"), store)
+    assert (changed.new_intervals, changed.replaced_intervals) == (1, 1)
+    assert Profiles(store).list_profile_stats(all_jobs=True).num_rows == len(expected["intervals"])
+    again = ingest(str(tmp_path / "src"), store, full_refresh=True)
+    assert again.new_intervals == len(expected["intervals"])
+    assert Store(store).delta("intervals").version() == versions_after_first + 2
+    ingest(str(tmp_path / "src"), reference)  # the reference sees the changed file too
+    assert snapshot(store) == snapshot(reference)
+    assert not (Path(store) / "_proflake" / "spool").exists()
+
+
 def test_full_refresh_rebuilds_from_scratch(tmp_path):
     build_corpus(tmp_path / "src", nodes=1, steps=2)
     store = str(tmp_path / "store")
