@@ -241,7 +241,24 @@ class Profiles:
         profiler: str | None = None,
     ) -> pa.Table:
         scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler, default_profiler=False)
-        return queries.run_named(self.connection(), "list_profile_stats", scope.params())
+        return self._select("list_profile_stats", scope.params())
+
+    def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
+        """The intervals a selection query picks (it returns their rowids), in the query's order."""
+        rows = queries.run_named(self.connection(), query, params)["interval_row"]
+        return self._intervals().take(rows)
+
+    def _intervals(self) -> pa.Table:
+        """The connection's intervals table as Arrow, row i being the row whose rowid is i.
+
+        The table is a snapshot that nothing writes to, so its rowids run 0..n-1 and stay put. Selection
+        queries return only rowids and the rows' ~30 columns are gathered here: DuckDB's conversion of
+        those columns to Arrow cost more than the selection itself (4 ms of a 7 ms by_step selection,
+        9 ms of list_profile_stats's 13 ms over 10k intervals).
+        """
+        return self._memoised(
+            ("intervals",), lambda: self.connection().sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
+        )
 
     # -- scope ------------------------------------------------------------------------------------
     def scope(
@@ -321,8 +338,7 @@ class Profiles:
             raise UsageError(f"--top must be a positive number of rows, not {top}")
         scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
         params = {**scope.params(), **_method_params(method, arguments)}
-        con = self.connection()
-        intervals = queries.run_named(con, method, params).sort_by(
+        intervals = self._select(method, params).sort_by(
             [("start_time_us", "ascending"), ("node_id", "ascending"), ("source_uri", "ascending")]
         )
         group_by = (("node_id",) if per_node else ()) + {

@@ -1,10 +1,10 @@
--- rollup_cprofile: aggregate cProfile function_stats over the intervals in `selection` exactly as
+-- rollup_cprofile: aggregate cProfile function_stats over the intervals in $interval_ids exactly as
 -- pstats.Stats.add does: per function key (filename, lineno, function_name), sum calls and times.
--- `selection` holds the intervals one of the fetch queries selected, registered by the caller.
--- It reads every stored row of the table's files that can hold the selection (_<table>_in($<table>_files):
--- the caller picks them by the time span in the Delta log); the semi-join with `selection`, which holds
+-- $interval_ids lists the intervals one of the fetch queries selected.
+-- It reads every stored row of the table's files that can hold those intervals (_<table>_in($<table>_files):
+-- the caller picks them by the time span in the Delta log); the semi-join with $interval_ids, which lists
 -- only live intervals, is what keeps rows of unfinished or replaced batches out.
--- Parameters: $function_stats_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
+-- Parameters: $interval_ids (VARCHAR[]), $function_stats_files (its files that overlap the span), $min_start_time_us, $max_start_time_us (the selection's span), $by_node, $by_modes, $by_job_phase (booleans: which group keys to keep),
 --             $sort (cumtime | tottime | ncalls | pcalls), $top (rows per group, NULL = all).
 -- Columns: node_id, start_mode, end_mode, job_phase (NULL unless grouped by), function, filename, lineno,
 --          function_name, primitive_calls, total_calls, tottime, cumtime, intervals.
@@ -27,9 +27,9 @@ FROM (
     FROM _function_stats_in($function_stats_files) AS f
     -- The selection's time span, so row-group statistics skip the rest of the table.
     WHERE f.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
-      -- Fact rows repeat their interval's keys: only liveness needs the selection (a semi-join; a
-      -- join carrying the selection's columns took several times longer).
-      AND f.interval_id IN (SELECT interval_id FROM selection)
+      -- Fact rows repeat their interval's keys: only liveness needs the ids (a semi-join; a join
+      -- carrying the selected intervals' columns took several times longer).
+      AND f.interval_id IN (SELECT unnest(CAST($interval_ids AS VARCHAR[])))
     GROUP BY ALL
 ) AS r
 QUALIFY $top IS NULL OR row_number() OVER (
