@@ -215,13 +215,13 @@ def test_list_and_nodes(profiles, semantic_job):
     assert profiles.list_profile_stats(node="algo-2").num_rows == 2
 
 
-
 def test_listing_is_the_intervals_table_row_for_row(profiles):
     """Selections return rowids and Profiles gathers the rows from an Arrow copy: both must agree."""
     con = profiles.connection()
     direct = con.sql("SELECT * FROM intervals ORDER BY start_time_us, node_id, profiler, source_uri").to_arrow_table()
     assert profiles.list_profile_stats().equals(direct)
     assert con.sql("SELECT count(*) = max(rowid) + 1 FROM intervals").fetchall() == [(True,)]
+
 
 def test_star_steps_are_stored_as_minus_one_and_null(profiles):
     rows = {r["start_time_us"]: r for r in profiles.list_profile_stats().to_pylist()}
