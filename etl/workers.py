@@ -10,9 +10,10 @@ a worker on its own is the one reported, as ``crash`` or ``timeout``. Memory err
 arrive as ``memory``. Idle workers are kept for the next run in the same process.
 
 Fact rows never travel back to the parent. The parent deals each worker a *stripe* of consecutive
-chunks, about ``FactSink.flush_rows`` fact rows' worth; the worker keeps the rows of the files it
-parses (its *segment*) and, when its stripe ends, writes them as one Parquet file per fact table, rows
-sorted, interval keys dictionary-encoded, into the sink's folders (etl/deltawrite.py). Encoding and
+chunks, about ``FactSink.flush_rows`` fact rows' worth and never two nodes' (``_stretch``); the worker
+keeps the rows of the files it parses (its *segment*) and, when its stripe ends, writes them as one
+Parquet file per fact table, rows sorted, interval keys dictionary-encoded, into the sink's folders
+(etl/deltawrite.py). Encoding and
 compression so run in every worker, and the parent only commits the files. Outcomes reach the caller
 when the files holding their rows are written (*sealed*): if a worker dies, the chunks of its unwritten
 segment are parsed again elsewhere, so no file's rows are lost or written twice.
@@ -625,10 +626,23 @@ def _size(task: Task) -> int:
     return len(task.data) or task.size
 
 
+_JOB_ID, _NODE_ID = INTERVAL_KEY_COLUMNS.index("job_id"), INTERVAL_KEY_COLUMNS.index("node_id")
+
+
+def _stretch(task: Task) -> tuple:
+    """The job and node whose rows a task adds. No chunk, stripe or file mixes two: the caller orders
+    tasks by (job, node, start time), and a file crossing from one node's last interval to the next
+    node's first would span the whole job in time, so every time-bounded question would open it."""
+    return () if task.interval is None else (task.interval[_JOB_ID], task.interval[_NODE_ID])
+
+
 def _chunks(tasks: Iterable[Task]) -> Iterator[list[Task]]:
     chunk: list[Task] = []
     size = 0
     for task in tasks:
+        if chunk and _stretch(task) != _stretch(chunk[-1]):
+            yield chunk
+            chunk, size = [], 0
         chunk.append(task)
         size += _size(task)
         if len(chunk) >= CHUNK_FILES or size >= CHUNK_BYTES:
@@ -653,6 +667,8 @@ class _Stripes:
         self.queued: dict[_Worker, deque[list[Task]]] = {}
         self.filling: _Worker | None = None  # whose stripe the next chunk read joins
         self.filled = 0
+        self.next_chunk: list[Task] | None = None  # read, but the first of another stretch's stripe
+        self.stretch: tuple = ()  # the job and node of the stripe being filled
         self.exhausted = False
         self.unwritten: set[_Worker] = set()  # sent chunks past the end of a written segment
 
@@ -695,11 +711,16 @@ class _Stripes:
 
     def _fill(self, *, until_full: bool) -> None:
         while self.filling is not None:
-            chunk = next(self.chunks, None)
+            chunk, self.next_chunk = self.next_chunk or next(self.chunks, None), None
             if chunk is None:
                 self.exhausted, self.filling = True, None
                 return
-            self.queued[self.filling].append(chunk)
+            queued = self.queued[self.filling]
+            if self.filled and _stretch(chunk[0]) != self.stretch:
+                self.next_chunk, self.filling = chunk, None  # a stripe holds one stretch
+                return
+            self.stretch = _stretch(chunk[0])
+            queued.append(chunk)
             self.filled += sum(_size(t) for t in chunk)
             if self.filled >= self.stripe_bytes():
                 self.filling = None

@@ -46,11 +46,12 @@ def test_real_parser_in_workers_reports_parse_errors():
 
 
 def _interval(n: int) -> tuple:
-    """Interval keys that sort against the file order: the files' rows must come out sorted anyway."""
+    """Interval keys that sort against the file order: the files' rows must come out sorted anyway.
+    Nodes come in runs of 100 tasks, as ingest orders them (job, node, start time)."""
     start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=1000 - n)
     keys = {
         "interval_id": f"i{n:03d}", "batch_id": "b", "job_id": "job", "framework": "pytorch",
-        "node_id": f"algo-{n % 3}", "start_mode": "train", "start_step": n, "start_phase": "stepstart",
+        "node_id": f"algo-{n // 100}", "start_mode": "train", "start_step": n, "start_phase": "stepstart",
         "start_time_us": start.timestamp() * 1e6, "start_time": start, "end_mode": "train",
         "end_step": None if n % 5 == 0 else n, "end_phase": "stepend", "end_time_us": start.timestamp() * 1e6 + 1,
         "end_time": start, "job_phase": "training_loop",
@@ -148,11 +149,11 @@ def test_each_file_covers_its_own_stretch_of_the_tasks(tmp_path):
     tasks = [Task(i, "pyinstrument", str(i).encode().ljust(64 * ROWS_PER_FILE), _interval(i)) for i in range(400)]
     with ParsePool(2, parse="crashy_facts:parse") as pool:
         files = [f for r in pool.parse(tasks, sink) for f in r.files]
-    spans = sorted(
-        (min(ids), max(ids), len(ids))
-        for ids in (set(pq.read_table(f.local_path, columns=["start_step"])["start_step"].to_pylist()) for f in files)
-    )
+    contents = [pq.read_table(f.local_path, columns=["start_step", "node_id"]) for f in files]
+    spans = sorted((min(ids), max(ids), len(ids)) for ids in (set(t["start_step"].to_pylist()) for t in contents))
     assert sum(n for _, _, n in spans) == 400
     assert all(high < next_low for (_, high, _), (next_low, _, _) in pairwise(spans))
     assert all(high - low + 1 == n for low, high, n in spans)  # each file: a run of consecutive tasks
-    assert len(files) <= 2 * 400 // 40  # segments of about flush_rows, not a file per chunk
+    # No file holds two nodes: one that did would span from one node's last interval to the next's first.
+    assert all(len(set(t["node_id"].to_pylist())) == 1 for t in contents)
+    assert len(files) <= 2 * 400 // 40 + 4  # segments of about flush_rows (cut at the 4 nodes), not a file per chunk
