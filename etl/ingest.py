@@ -40,7 +40,7 @@ from etl.layout import PYINSTRUMENT_HTML_FILE, IntervalPath, is_stats_file, pars
 from etl.lock import StoreLock
 from etl.rollups import refresh_phase_rollups
 from etl.s3 import S3Config
-from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
+from etl.schema import INTERVAL_KEY_COLUMNS, PHASE_ROLLUP_OF, arrow_schema, table_spec
 from etl.sources.base import Source, SourceObject, open_source
 from etl.sources.local import LocalSource
 from etl.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
@@ -259,6 +259,7 @@ def ingest(
         committer = _FactCommitter(st, report.batch_id)
         options = parquet_options(WRITER_PROPERTIES)
         intervals = _Intervals(committer.directories["intervals"], report.batch_id, options)
+        partials: dict[str, list[str]] = {}  # phase roll-up -> the workers' files of partial sums
         pending: dict[int, tuple[_Candidate, dict]] = {}
 
         # Workers read local files themselves: the bytes never pass through this process. Objects
@@ -300,7 +301,10 @@ def ingest(
                         parsed.append(_interval_row(candidate, keys, now, outcome.summary))  # type: ignore[attr-defined]
                     bar.advance(1, obj.size)
                 intervals.add(parsed)
-                committer.add(result.files)
+                committer.add([f for f in result.files if f.table in FACT_TABLES])
+                for f in result.files:
+                    if f.table not in FACT_TABLES:
+                        partials.setdefault(f.table, []).append(f.local_path)
             bar.writing("committing")
             # What the listing held (~1 KB a file) is done with: give it back before the commits.
             for finished in (candidates, todo, claimed, existing, known):
@@ -316,21 +320,21 @@ def ingest(
             elif intervals.files or full_refresh:
                 committer.add(intervals.files)
                 committer.commit("intervals", intervals.files, replace_all=full_refresh)
+            report.rows = {"intervals": intervals.num_rows, **committer.rows}
+            report.new_intervals = intervals.num_rows
+            report.replaced_intervals = len(replaced)
+            # The batch is visible now. What follows only removes rows no view shows any more.
+            if full_refresh:
+                for name in FACT_TABLES:
+                    st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
+            elif replaced:
+                st.delete_rows_of("interval_id", sorted(replaced.values()))
+            if report.failed or not empty:
+                _update_quarantine(st, report, ingested, now)
+            refresh_phase_rollups(st, report.batch_id, log=say, partials=partials)
         finally:
             committer.close()
             futures_wait([started_record])  # never still writing once the lock is released
-        report.rows = {"intervals": intervals.num_rows, **committer.rows}
-        report.new_intervals = intervals.num_rows
-        report.replaced_intervals = len(replaced)
-        # The batch is visible now. What follows only removes rows no view shows any more.
-        if full_refresh:
-            for name in FACT_TABLES:
-                st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
-        elif replaced:
-            st.delete_rows_of("interval_id", sorted(replaced.values()))
-        if report.failed or not empty:
-            _update_quarantine(st, report, ingested, now)
-        refresh_phase_rollups(st, report.batch_id, log=say)
         report.seconds = time.perf_counter() - started
         _record(st, report, "committed", datetime.now(timezone.utc))
         # BI catalogs list the live files by name: point them at this batch's.
@@ -637,7 +641,9 @@ class _FactCommitter:
         self.batch_id = batch_id
         self.rows: dict[str, int] = {name: 0 for name in FACT_TABLES}
         self._spool = _spool_folder(store, batch_id)
-        self.directories = {name: os.path.join(self._spool, name) for name in (*FACT_TABLES, "intervals")}
+        # Workers also write each segment's partial phase roll-up sums (etl/rollups.py adds them up).
+        tables = (*FACT_TABLES, *PHASE_ROLLUP_OF.values(), "intervals")
+        self.directories = {name: os.path.join(self._spool, name) for name in tables}
         for directory in self.directories.values():
             os.makedirs(directory, exist_ok=True)
         self._files: list[DataFile] = []

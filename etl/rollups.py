@@ -10,7 +10,7 @@ to the fact tables; the next ingest rebuilds whatever is stale.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -22,6 +22,11 @@ from etl.store import Store
 PHASE_TABLES: dict[str, str] = {
     "phase_function_stats": "build_phase_function_stats",
     "phase_function_callers": "build_phase_function_callers",
+}
+# derived table -> the query that adds a batch's partial sums (written by the parse workers) to its rows
+MERGE_QUERIES: dict[str, str] = {
+    "phase_function_stats": "merge_phase_function_stats",
+    "phase_function_callers": "merge_phase_function_callers",
 }
 
 
@@ -50,10 +55,20 @@ def fresh_jobs(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def refresh_phase_rollups(
-    store: Store, batch_id: str, log: Callable[[str], None] | None = None
+    store: Store,
+    batch_id: str,
+    log: Callable[[str], None] | None = None,
+    partials: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
-    """Rebuild the phase roll-ups of every job whose live intervals changed since they were built, and
-    drop those of jobs that are gone; returns the jobs rebuilt. Call with the writer lock held."""
+    """Bring the phase roll-ups of every job whose live intervals changed since they were built up to
+    date, and drop those of jobs that are gone; returns the jobs brought up to date. Call with the
+    writer lock held.
+
+    ``partials``: derived table -> the Parquet files of partial sums the parse workers wrote for batch
+    ``batch_id``. A job that batch only added to, whose rows were fresh before it, gets its rows plus
+    those sums; any other stale job (a changed file replaced, a killed run, no partials) is rebuilt
+    from the fact tables.
+    """
     say = log or (lambda message: None)
     # Views enough to tell whether anything is stale; intervals read where they lie, not copied.
     con = store.connect(tables=PHASE_TABLES, snapshot_intervals=False)
@@ -64,21 +79,47 @@ def refresh_phase_rollups(
             job not in live for name in PHASE_TABLES for job in built[name]
         ):
             return []
+        before = _fingerprints_before(con, batch_id) if partials else {}
         con.close()
-        con = store.connect(snapshot_intervals=False)
+        con = store.connect(tables=None if not partials else PHASE_TABLES, snapshot_intervals=False)
         rebuilt: set[str] = set()
+        merged: set[str] = set()
         for name, build in PHASE_TABLES.items():
             stale = sorted(job for job, fingerprint in live.items() if built[name].get(job) != {fingerprint})
             gone = sorted(job for job in built[name] if job not in live)
             if not stale and not gone:
                 continue
+            files = list((partials or {}).get(name, ()))
+            parts = []
             # One job at a time: a job's rows are bounded by its functions, not by its files.
-            parts = [queries.run_named(con, build, {"job_id": job, "built_from": live[job]}) for job in stale]
+            for job in stale:
+                previous = before.get(job)
+                if files and (previous is None or built[name].get(job) == {previous}):
+                    params = {"job_id": job, "built_from": live[job], "with_base": previous is not None, "partial_files": files}
+                    parts.append(queries.run_named(con, MERGE_QUERIES[name], params))
+                    merged.add(job)
+                else:
+                    if not _has_facts(con):
+                        con.close()
+                        con = store.connect(snapshot_intervals=False)
+                    parts.append(queries.run_named(con, build, {"job_id": job, "built_from": live[job]}))
+                    rebuilt.add(job)
             rows = pa.concat_tables(parts) if parts else None
             store.replace_jobs(name, rows, stale + gone, batch_id)
-            rebuilt.update(stale)
     finally:
         con.close()
-    if rebuilt:
-        say(f"rebuilt the phase roll-ups of {len(rebuilt)} job(s)")
-    return sorted(rebuilt)
+    if merged:
+        say(f"added this run's sums to the phase roll-ups of {len(merged)} job(s)")
+    if rebuilt - merged:
+        say(f"rebuilt the phase roll-ups of {len(rebuilt - merged)} job(s)")
+    return sorted(rebuilt | merged)
+
+
+def _fingerprints_before(con: duckdb.DuckDBPyConnection, batch_id: str) -> dict[str, str]:
+    table = queries.run_named(con, "phase_fingerprints_before", {"batch_id": batch_id})
+    return dict(zip(table["job_id"].to_pylist(), table["built_from"].to_pylist()))
+
+
+def _has_facts(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the connection has the fact views a rebuild reads (a merge needs only the phase tables)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = '_function_stats_all'").fetchall()[0][0])

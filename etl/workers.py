@@ -40,7 +40,7 @@ import pyarrow as pa
 from etl.deltawrite import DataFile, write_data_file
 from etl.errors import ParseError, ProflakeError, StoreError
 from etl.parse import ParsedStats
-from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema, table_spec
+from etl.schema import INTERVAL_KEY_COLUMNS, PHASE_MEASURES, PHASE_ROLLUP_OF, arrow_schema, table_spec
 
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_TIMEOUT_S = 120.0
@@ -277,11 +277,35 @@ class _SegmentWriter:
 
 
 def _write_segment(parts: dict[str, list[tuple[tuple, pa.Table]]], sink: FactSink) -> list[DataFile]:
-    """One Parquet file per fact table, its rows in the table's sort order."""
-    return [
-        write_data_file(name, _fact_table(name, table_parts), sink.directories[name], sink.prefix, sink.options)
-        for name, table_parts in parts.items()
-    ]
+    """One Parquet file per fact table, its rows in the table's sort order; and, where the sink has a
+    folder for the table's phase roll-up, a file of the segment's partial sums for it."""
+    files = []
+    for name, table_parts in parts.items():
+        table = _fact_table(name, table_parts)
+        files.append(write_data_file(name, table, sink.directories[name], sink.prefix, sink.options))
+        rollup = PHASE_ROLLUP_OF.get(name)
+        if rollup in sink.directories:
+            files.append(write_data_file(rollup, _phase_partial(rollup, table), sink.directories[rollup], sink.prefix, sink.options))
+    return files
+
+
+def _phase_partial(rollup: str, facts: pa.Table) -> pa.Table:
+    """A segment's facts summed per key of the phase roll-up, as the roll-up's rebuild sums a whole job
+    (queries/build_phase_function_*.sql): every column of the roll-up but built_from. The parent adds
+    these to the rows built before (queries/merge_phase_function_*.sql) instead of reading every fact
+    of the job again; a segment's ~100k rows sum to ~1k."""
+    spec = table_spec(rollup)
+    keys = [c.name for c in spec.columns if c.name not in (*PHASE_MEASURES, "intervals", "built_from")]
+    aggregations = [(m, "sum") for m in PHASE_MEASURES]
+    if "intervals" in spec.column_names:  # a function appears once per interval: rows count intervals
+        aggregations.append((PHASE_MEASURES[0], "count"))
+    summed = facts.group_by(keys, use_threads=False).aggregate(aggregations)
+    columns = {f"{m}_sum": m for m in PHASE_MEASURES} | {f"{PHASE_MEASURES[0]}_count": "intervals"}
+    summed = summed.rename_columns([columns.get(c, c) for c in summed.column_names])
+    fields = [spec.arrow_schema.field(c.name) for c in spec.columns if c.name != "built_from"]
+    return pa.Table.from_arrays(
+        [summed[f.name].cast(f.type) for f in fields], schema=pa.schema([f.with_nullable(True) for f in fields])
+    )
 
 
 def _fact_table(name: str, parts: list[tuple[tuple, pa.Table]]) -> pa.Table:

@@ -91,6 +91,49 @@ def test_phase_rollups_answer_like_the_fact_tables(tmp_path, method):
         assert_same_pstats(one.to_pstats(group).stats, pstats_of(wanted))
 
 
+def answers_like_the_facts(store: Path, jobs: list[str]) -> None:
+    """by_training_phase per node from the roll-ups equals the same question answered from the facts."""
+    fast = Profiles(str(store))
+    assert fast._phase_rollup_state()[0] == set(jobs)
+    from_rollups = fast.by_training_phase(all_jobs=True, node="all", per_node=True)
+    drop_rollups(store, jobs)
+    from_facts = Profiles(str(store)).by_training_phase(all_jobs=True, node="all", per_node=True)
+    assert from_rollups.groups() == from_facts.groups()
+    for group in from_facts.groups():
+        assert_same_pstats(from_rollups.to_pstats(group).stats, from_facts.to_pstats(group).stats)
+
+
+def test_a_run_that_only_adds_intervals_adds_its_sums_to_the_rollups(tmp_path):
+    """The workers' partial sums of a batch, added to the rows built before it, give what a rebuild from
+    every fact gives; a run that replaces a changed file rebuilds instead."""
+    source, held = tmp_path / "src", tmp_path / "held-back"
+    files = build_jobs(source, jobs=("job-1", "job-2"), nodes=2, steps=3)
+    later = [p for key, paths in files.items() if key[0] == "job-2" or key[2:4] == ("eval", "eval") for p in paths]
+    for path in later:  # job-2, and job-1's eval steps, arrive with the second run
+        (held / path.parent.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+        path.parent.rename(held / path.parent.relative_to(source))
+    store = tmp_path / "store"
+    said: list[str] = []
+    ingest(str(source), str(store), log=said.append)
+    assert "added this run's sums to the phase roll-ups of 1 job(s)" in said  # an empty base: a new job
+    for path in later:
+        path.parent.parent.mkdir(parents=True, exist_ok=True)
+        (held / path.parent.relative_to(source)).rename(path.parent)
+    said.clear()
+    ingest(str(source), str(store), log=said.append)
+    assert "added this run's sums to the phase roll-ups of 2 job(s)" in said and not any("rebuilt" in m for m in said)
+    answers_like_the_facts(store, ["job-1", "job-2"])
+    # A changed file: its old sums cannot be taken out of the roll-ups, so they are rebuilt.
+    ingest(str(source), str(store))  # the roll-ups dropped above come back (nothing new: a rebuild)
+    from conftest import write_cprofile
+
+    write_cprofile(files[("job-1", "algo-1", "train", "train", "training_loop")][0].parent, "c", repeat=2)
+    said.clear()
+    ingest(str(source), str(store), log=said.append)
+    assert "rebuilt the phase roll-ups of 1 job(s)" in said
+    answers_like_the_facts(store, ["job-1", "job-2"])
+
+
 def test_stale_rollups_are_ignored_and_the_next_ingest_rebuilds_them(tmp_path, monkeypatch):
     source = tmp_path / "src"
     files = build_jobs(source, jobs=("job-1",))
