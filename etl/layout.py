@@ -108,6 +108,16 @@ def _step(text: str, star: int | None) -> int | None:
     return star if text == "*" else int(text)
 
 
+_BASES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _shared(base: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple per job folder, not one per listed file (a 100,000-file job lists one base 100,000 times)."""
+    if len(_BASES) > 10_000:
+        _BASES.clear()
+    return _BASES.setdefault(base, base)
+
+
 def _check_name(kind: str, value: str, valid: tuple[str, ...], dir_name: str) -> str:
     if value not in valid:
         raise LayoutError(
@@ -134,7 +144,7 @@ def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:
             f"{file_name} is in profiler folder {profiler_dir!r}; smdebug writes it under {profiler!r}"
         )
     return IntervalPath(
-        base=parts[:-6],
+        base=_shared(parts[:-6]),
         framework=framework,
         profiler=profiler,
         node_id=node_id,
@@ -169,7 +179,7 @@ def _parse_legacy(parts: tuple[str, ...], file_name: str) -> IntervalPath:
     else:
         start, end = ("train", step, "stepstart"), ("train", step, "stepend")
     return IntervalPath(
-        base=parts[:-5],
+        base=_shared(parts[:-5]),
         framework=framework,
         profiler="cprofile",
         node_id=match["node"],
