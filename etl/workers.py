@@ -299,6 +299,11 @@ def _phase_partial(rollup: str, facts: pa.Table) -> pa.Table:
     aggregations = [(m, "sum") for m in PHASE_MEASURES]
     if "intervals" in spec.column_names:  # a function appears once per interval: rows count intervals
         aggregations.append((PHASE_MEASURES[0], "count"))
+    # The interval keys are dictionaries with a value per file, repeated: grouping on them hashed far
+    # slower than on plain strings (173 ms instead of 55 ms for a 600-file segment).
+    facts = facts.select(keys + list(PHASE_MEASURES))
+    plain = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in facts.columns]
+    facts = pa.Table.from_arrays(plain, names=facts.column_names)
     summed = facts.group_by(keys, use_threads=False).aggregate(aggregations)
     columns = {f"{m}_sum": m for m in PHASE_MEASURES} | {f"{PHASE_MEASURES[0]}_count": "intervals"}
     summed = summed.rename_columns([columns.get(c, c) for c in summed.column_names])
