@@ -322,7 +322,7 @@ def ingest(
             if replaced:
                 # Rows inside committed files change: deltalake's replaceWhere rewrites those files, and
                 # holds the batch's intervals in memory to do it (only runs that met changed files pay).
-                st.commit_intervals(intervals.reader(), intervals.num_rows, report.batch_id, sorted(replaced), full_refresh)
+                st.replace_intervals(intervals.reader(), report.batch_id, sorted(replaced))
             elif intervals.files or full_refresh:
                 committer.add(intervals.files)
                 committer.commit("intervals", intervals.files, replace_all=full_refresh)
@@ -660,7 +660,10 @@ class _FactCommitter:
         self.store = store
         self.batch_id = batch_id
         self.rows: dict[str, int] = {name: 0 for name in FACT_TABLES}
-        self._spool = _spool_folder(store, batch_id)
+        if store.is_remote:
+            self._spool = tempfile.mkdtemp(prefix="proflake-spool-")
+        else:
+            self._spool = os.path.join(store.root, SPOOL, batch_id)
         # Workers also write each segment's partial phase roll-up sums (etl/rollups.py adds them up).
         tables = (*FACT_TABLES, *PHASE_ROLLUP_OF.values(), "intervals")
         self.directories = {name: os.path.join(self._spool, name) for name in tables}
@@ -717,14 +720,6 @@ class _FactCommitter:
         except Exception as e:
             raise explain_client_error(e, f"s3://{bucket}/{key}") from e
         os.unlink(f.local_path)
-
-
-def _spool_folder(store: Store, name: str) -> str:
-    """A folder for a run's files before they commit: in the store's spool for a local store (the next
-    run's repair clears what a killed run left), a temporary folder for an S3 store."""
-    if store.is_remote:
-        return tempfile.mkdtemp(prefix=f"proflake-{name}-")
-    return os.path.join(store.root, SPOOL, name)
 
 
 def clear_spool(store: Store) -> None:

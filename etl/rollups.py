@@ -83,7 +83,9 @@ def refresh_phase_rollups(
             return []
         before = _fingerprints_before(con, batch_id) if partials else {}
         con.close()
-        con = store.connect(tables=None if not partials else PHASE_TABLES, snapshot_intervals=False)
+        # Merges read only the phase tables; the fact views are opened for the first rebuild, if any.
+        has_facts = not partials
+        con = store.connect(tables=None if has_facts else PHASE_TABLES, snapshot_intervals=False)
         rebuilt: set[str] = set()
         merged: set[str] = set()
         for name, build in PHASE_TABLES.items():
@@ -101,9 +103,10 @@ def refresh_phase_rollups(
                     parts.append(queries.run_named(con, MERGE_QUERIES[name], params))
                     merged.add(job)
                 else:
-                    if not _has_facts(con):
+                    if not has_facts:
                         con.close()
                         con = store.connect(snapshot_intervals=False)
+                        has_facts = True
                     parts.append(queries.run_named(con, build, {"job_id": job, "built_from": live[job]}))
                     rebuilt.add(job)
             rows = pa.concat_tables(parts) if parts else None
@@ -120,8 +123,3 @@ def refresh_phase_rollups(
 def _fingerprints_before(con: duckdb.DuckDBPyConnection, batch_id: str) -> dict[str, str]:
     table = queries.run_named(con, "phase_fingerprints_before", {"batch_id": batch_id})
     return dict(zip(table["job_id"].to_pylist(), table["built_from"].to_pylist()))
-
-
-def _has_facts(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the connection has the fact views a rebuild reads (a merge needs only the phase tables)."""
-    return bool(con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = '_function_stats_all'").fetchall()[0][0])

@@ -198,22 +198,13 @@ class Store:
         )
         crash_points.committed()
 
-    def commit_intervals(
-        self, rows: pa.RecordBatchReader, num_rows: int, batch_id: str, replaced_uris: list[str], full_refresh: bool
-    ) -> None:
-        """The batch's visibility point: in ONE commit, add its intervals and drop those they replace
-        (every interval, for a full refresh). ``rows`` streams them in the table's schema."""
-        if full_refresh:
-            predicate = None
-        else:
-            # Delta's replaceWhere: rows matching the predicate are replaced by ``rows``, atomically.
-            # Every new row matches through its batch_id; old versions of changed files through their URI.
-            terms = [f"batch_id = {sql_string(batch_id)}"]
-            if replaced_uris:
-                terms.append("source_uri IN (" + ", ".join(sql_string(u) for u in replaced_uris) + ")")
-            predicate = " OR ".join(terms)
-        if num_rows == 0 and predicate is not None and not replaced_uris:
-            return
+    def replace_intervals(self, rows: pa.RecordBatchReader, batch_id: str, replaced_uris: list[str]) -> None:
+        """The visibility point of a batch that met changed files: in ONE commit, add its intervals
+        (``rows``, streamed in the table's schema) and drop the versions they replace."""
+        # Delta's replaceWhere: rows matching the predicate are replaced by ``rows``, atomically. Every
+        # new row matches through its batch_id; old versions of changed files through their URI.
+        uris = ", ".join(sql_string(u) for u in replaced_uris)
+        predicate = f"batch_id = {sql_string(batch_id)} OR source_uri IN ({uris})"
         self._overwrite("intervals", rows, predicate, batch_id)
 
     def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
