@@ -316,6 +316,17 @@ class Timing:
         }
 
 
+def fastest_pass(run_pass: Callable[[], dict], passes: int) -> dict:
+    """The fastest of ``passes`` whole-corpus passes (each a dict with "seconds"), with the seconds of
+    every pass and the machine's other load while they ran."""
+    with OtherLoad() as load:
+        results = [run_pass() for _ in range(passes)]
+    fastest = min(results, key=lambda r: r["seconds"])
+    fastest["machine"] = load.result
+    fastest["passes_seconds"] = [round(r["seconds"], 3) for r in results]
+    return fastest
+
+
 def measure(fn: Callable[[], Any], repeats: int, *, warmup: bool = False, budget_s: float = 60.0) -> Timing:
     """Median of up to ``repeats`` calls; stops early (after at least one) once ``budget_s`` is spent."""
     timing = Timing()
@@ -1164,21 +1175,11 @@ def main(argv: list[str] | None = None) -> int:
     quiet()
     log("decode floor ...")
     cprofile_paths, pyinstrument_paths = bl.stats_files(manifest["job_dir"])
-    with OtherLoad() as load:
-        floors = [bl.decode_floor(cprofile_paths, pyinstrument_paths) for _ in range(3)]
-    floor = min(floors, key=lambda f: f["seconds"])
-    floor["machine"] = load.result
-    floor["passes_seconds"] = [round(f["seconds"], 3) for f in floors]
-    data["floor"] = floor
+    data["floor"] = fastest_pass(lambda: bl.decode_floor(cprofile_paths, pyinstrument_paths), 3)
     # The bare conversion (see baseline.bare_conversion): what pure Python cannot avoid beyond the floor.
     log("bare conversion ...")
     bl.bare_conversion(cprofile_paths[:50], [])  # pyarrow's first conversion imports pandas: not measured
-    with OtherLoad() as load:
-        conversions = [bl.bare_conversion(cprofile_paths, pyinstrument_paths) for _ in range(2)]
-    conversion = min(conversions, key=lambda c: c["seconds"])
-    conversion["machine"] = load.result
-    conversion["passes_seconds"] = [round(c["seconds"], 3) for c in conversions]
-    data["conversion"] = conversion
+    data["conversion"] = fastest_pass(lambda: bl.bare_conversion(cprofile_paths, pyinstrument_paths), 2)
 
     # Ingest.
     stores = corpus_dir / "stores"
@@ -1200,7 +1201,7 @@ def main(argv: list[str] | None = None) -> int:
         adjacent = bl.decode_floor(cprofile_paths, pyinstrument_paths)["seconds"]
         run = run_ingest(manifest["job_dir"], store, w if supports else None)
         run["adjacent_floor_seconds"] = adjacent
-        run["x_floor"] = run["seconds"] / floor["seconds"]
+        run["x_floor"] = run["seconds"] / data["floor"]["seconds"]
         run["x_adjacent_floor"] = run["seconds"] / adjacent
         run["store_bytes"] = _dir_bytes(store)
         ingest_data["runs"][str(w)] = run
