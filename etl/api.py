@@ -13,6 +13,7 @@ import math
 import pstats
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +177,9 @@ class Profiles:
         self.source_prefix = source_prefix
         self._con: duckdb.DuckDBPyConnection | None = None
         self._files: dict[str, FileSpans] = {}
+        # A second cursor on the same database and the thread that uses it: a fetch that will need the
+        # caller edges (pstats) aggregates them there while this thread aggregates the functions.
+        self._side: tuple[duckdb.DuckDBPyConnection, ThreadPoolExecutor] | None = None
         # Answers that only change with the store's version (jobs, scope summaries), kept until refresh().
         self._memo: dict[tuple, Any] = {}
 
@@ -189,6 +193,11 @@ class Profiles:
 
     def refresh(self) -> None:
         """Forget the cached view of the store, so the next question sees what was ingested since."""
+        if self._side is not None:
+            cursor, thread = self._side
+            thread.shutdown(wait=True)
+            cursor.close()
+            self._side = None
         if self._con is not None:
             self._con.close()
         self._con = None
@@ -326,9 +335,14 @@ class Profiles:
         per_node: bool = False,
         sort: str = "cumtime",
         top: int | None = None,
+        callers: bool = False,
         **arguments: Any,
     ) -> FetchResult:
-        """Run one documented fetch method; ``arguments`` are the method's own (see the by_* wrappers)."""
+        """Run one documented fetch method; ``arguments`` are the method's own (see the by_* wrappers).
+
+        ``callers=True`` says the caller edges will be wanted (``to_pstats``, ``write_prof``): a cProfile
+        result then aggregates them alongside the functions, on a second DuckDB cursor, rather than after.
+        """
         method = method.replace("-", "_")
         if method not in FETCH_METHODS:
             raise UnknownNameError("fetch method", method, FETCH_METHODS)
@@ -354,17 +368,35 @@ class Profiles:
             "sort": sort,
             "top": top,
         }
-        rollup = "rollup_cprofile" if scope.profiler == "cprofile" else "rollup_pyinstrument"
-        table = self._rollup(intervals, rollup, rollup_params)
+        cprofile = scope.profiler == "cprofile"
+        edges = self._rollup_aside(intervals, "rollup_callers", rollup_params) if callers and cprofile else None
+        try:
+            table = self._rollup(intervals, "rollup_cprofile" if cprofile else "rollup_pyinstrument", rollup_params)
+        finally:
+            edge_table = edges.result() if edges is not None else None  # never left running on error
         unused = [c for c in GROUP_COLUMNS if c not in group_by]
         table = table.drop_columns(unused)
-        return FetchResult(method, scope.profiler or "cprofile", scope, intervals, table, group_by, self, rollup_params)
+        profiler = scope.profiler or "cprofile"
+        return FetchResult(method, profiler, scope, intervals, table, group_by, self, rollup_params, edge_table)
 
     def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
-        con = self.connection()
+        return queries.run_named(self.connection(), *self._rollup_query(selection, rollup, params))
+
+    def _rollup_aside(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> Future[pa.Table]:
+        """``_rollup`` on the second cursor's thread. DuckDB releases the GIL while it runs a query, so
+        the two aggregations share the cores; the query and its parameters are settled on this thread."""
+        name, values = self._rollup_query(selection, rollup, params)
+        if self._side is None:
+            self._side = (self.connection().cursor(), ThreadPoolExecutor(1, thread_name_prefix="proflake-rollup"))
+        cursor, thread = self._side
+        return thread.submit(queries.run_named, cursor, name, values)
+
+    def _rollup_query(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The query that answers a roll-up over the selected intervals, and its parameters."""
+        self.connection()
         if rollup in _PHASE_ROLLUPS and self._phase_rollups_answer(params):
-            return queries.run_named(con, _PHASE_ROLLUPS[rollup], params)
-        return queries.run_rollup(con, selection, rollup, params, self._files)
+            return _PHASE_ROLLUPS[rollup], params
+        return rollup, queries.rollup_parameters(selection, params, self._files)
 
     def _phase_rollups_answer(self, params: dict[str, Any]) -> bool:
         """Whether the pre-summed phase tables hold this roll-up: a question about every interval of

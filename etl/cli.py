@@ -293,7 +293,7 @@ def fetch_options(f: Callable) -> Callable:
 def _run_fetch(method: str, options: dict[str, Any], **arguments: Any) -> None:
     profiles = Profiles(options.pop("store"))
     fmt, output, prof = options.pop("fmt"), options.pop("output"), options.pop("prof")
-    result = profiles.fetch(method, **options, **arguments)
+    result = profiles.fetch(method, **options, callers=bool(prof), **arguments)
     if result.empty:
         _say(f"no {result.profiler} intervals matched {method.replace('_', '-')}")
     elif method == "by_job_phase" and "training_loop" not in {g[-1] for g in result.groups()}:

@@ -265,7 +265,9 @@ class PythonProfileAnalysis:
 
     def _fetch(self, method: str, node_id: str | None, refresh_stats: bool, **arguments: Any) -> FetchResult:
         self._refresh(refresh_stats)
-        return self.profiles.fetch(method, profiler=self.name, node=node_id, **self._scope(), **arguments)
+        # Every cProfile answer becomes a pstats.Stats, which needs the caller edges too.
+        wants_callers = self.name == "cprofile"
+        return self.profiles.fetch(method, profiler=self.name, node=node_id, callers=wants_callers, **self._scope(), **arguments)
 
     # Each profiler turns the selected intervals (or one group of them) into its result objects.
     def _aggregate(self, result: FetchResult, group: tuple = ()) -> Any:

@@ -75,25 +75,21 @@ def run_named(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any])
     return run(con, query_text(name), params)
 
 
-def run_rollup(
-    con: duckdb.DuckDBPyConnection,
-    selection: pa.Table,
-    rollup: str,
-    params: dict[str, Any],
-    files: Mapping[str, FileSpans],
-) -> pa.Table:
-    """A roll-up over a fetch's selected intervals, passed as the list parameter ``$interval_ids``.
+def rollup_parameters(selection: pa.Table, params: dict[str, Any], files: Mapping[str, FileSpans]) -> dict[str, Any]:
+    """The parameters of a roll-up over a fetch's selected intervals: ``params`` plus their ids (the list
+    parameter ``$interval_ids``), their time span, and each fact table's files that can hold them.
 
     The fetch query ran once already to produce the intervals; passing their ids spares running it again
     inside the roll-up. (A list parameter costs less than registering the Arrow table as a view for the
     few intervals most fetches select: registering and unregistering took ~1 ms, on DuckDB 2.0.1's Python
     layer; 10k ids take ~6 ms to convert, small beside the scan of 10k intervals' rows.) ``files`` (from
     ``Store.connect_with_files``) narrows each fact table to the files whose rows can start inside the
-    selection's time span.
+    selection's time span and belong to one of its nodes.
     """
     starts = selection["start_time_us"]
     low = pc.min(starts).as_py() if len(starts) else 0.0
     high = pc.max(starts).as_py() if len(starts) else -1.0
+    nodes = pc.unique(selection["node_id"]).to_pylist()
     span: dict[str, Any] = {
         "interval_ids": selection["interval_id"].to_pylist(),
         "min_start_time_us": low,
@@ -101,5 +97,5 @@ def run_rollup(
     }
     for table, spans in files.items():
         # read_parquet needs at least one file; with none overlapping, any one answers nothing.
-        span[f"{table}_files"] = spans.overlapping(low, high) or spans.uris[:1]
-    return run(con, query_text(rollup), {**params, **span})
+        span[f"{table}_files"] = spans.overlapping(low, high, nodes) or spans.uris[:1]
+    return {**params, **span}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -74,16 +74,24 @@ def sql_string(value: str) -> str:
 
 @dataclass(frozen=True)
 class FileSpans:
-    """The Parquet files of one fact table with the start_time_us range each holds (from the Delta log's
-    file statistics), so a question about a few intervals opens only the files that can hold them."""
+    """The Parquet files of one fact table with the start_time_us range each holds and the one node it
+    holds (from the Delta log's file statistics), so a question about a few intervals opens only the
+    files that can hold them."""
 
     uris: list[str]
     min_start_time_us: np.ndarray  # NaN where the log has no statistics: such a file always qualifies
     max_start_time_us: np.ndarray
+    # The node_id of a file whose statistics name one node (min == max), else None. Ingest writes no
+    # file that mixes nodes, so the files of other nodes are skipped without opening them.
+    single_node: list[str | None] = field(default_factory=list)
 
-    def overlapping(self, low: float, high: float) -> list[str]:
-        keep = ~((self.max_start_time_us < low) | (self.min_start_time_us > high))
-        return [uri for uri, k in zip(self.uris, keep.tolist()) if k]
+    def overlapping(self, low: float, high: float, nodes: Collection[str] | None = None) -> list[str]:
+        """The files that can hold rows starting in [low, high] of one of ``nodes`` (None: any node)."""
+        keep = (~((self.max_start_time_us < low) | (self.min_start_time_us > high))).tolist()
+        if nodes is not None and self.single_node:
+            # A statistic may be a truncated prefix of the value: a node that starts with it may be there.
+            keep = [k and (one is None or any(n.startswith(one) for n in nodes)) for k, one in zip(keep, self.single_node)]
+        return [uri for uri, k in zip(self.uris, keep) if k]
 
 
 def files_in_view(name: str) -> str:
@@ -391,17 +399,21 @@ def _file_spans(table: DeltaTable | None, files: list[str]) -> FileSpans:
         return FileSpans([], np.array([]), np.array([]))
     # (pa.table() would import pandas to rule out a DataFrame: a third of a second per process)
     actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
-    missing = [None] * actions.num_rows
-    lows = actions["min.start_time_us"].to_pylist() if "min.start_time_us" in actions.column_names else missing
-    highs = actions["max.start_time_us"].to_pylist() if "max.start_time_us" in actions.column_names else missing
+
+    def statistic(name: str) -> list:
+        return actions[name].to_pylist() if name in actions.column_names else [None] * actions.num_rows
+
+    lows, highs = statistic("min.start_time_us"), statistic("max.start_time_us")
+    nodes = [low if low is not None and low == high else None for low, high in zip(statistic("min.node_id"), statistic("max.node_id"))]
     # The log names files relative to the table and URL-quoted; file_uris() gives them whole.
-    by_name = {unquote(path).rsplit("/", 1)[-1]: (low, high) for path, low, high in zip(actions["path"].to_pylist(), lows, highs)}
-    bounds = [by_name.get(uri.rsplit("/", 1)[-1], (None, None)) for uri in files]
+    by_name = {unquote(path).rsplit("/", 1)[-1]: bounds for path, *bounds in zip(actions["path"].to_pylist(), lows, highs, nodes)}
+    stats = [by_name.get(uri.rsplit("/", 1)[-1], (None, None, None)) for uri in files]
     nan = float("nan")
     return FileSpans(
         files,
-        np.array([nan if low is None else low for low, _ in bounds], dtype=np.float64),
-        np.array([nan if high is None else high for _, high in bounds], dtype=np.float64),
+        np.array([nan if low is None else low for low, _, _ in stats], dtype=np.float64),
+        np.array([nan if high is None else high for _, high, _ in stats], dtype=np.float64),
+        [node for _, _, node in stats],
     )
 
 

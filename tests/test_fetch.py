@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 import pstats
+import threading
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import LEGACY, SEMANTIC_INTERVALS, JobBuilder, assert_same_pstats, pstats_of
 from etl import Profiles, ingest
 from etl.errors import UnknownNameError, UsageError
+from etl.store import FileSpans, Store
 
 
 # -- an independent oracle: smdebug's selection rules over directory names, in plain Python ------------
@@ -114,6 +118,44 @@ def test_by_step_per_node_keeps_nodes_apart(profiles, semantic_job):
     assert result.groups() == [("algo-1",), ("algo-2",)]
     assert_same_pstats(result.to_pstats(("algo-1",)).stats, pstats_of([semantic_job["F"]]))
     assert_same_pstats(result.to_pstats(("algo-2",)).stats, pstats_of([semantic_job["F2"]]))
+
+
+def test_a_question_about_some_nodes_opens_only_their_files(profiles, store_path):
+    con, spans = Store(str(store_path)).connect_with_files()
+    files = spans["function_stats"]
+    nodes_in = {uri: set(pq.read_table(uri, columns=["node_id"])["node_id"].to_pylist()) for uri in files.uris}
+    assert all(len(nodes) == 1 for nodes in nodes_in.values())  # ingest never mixes nodes in a file
+    everything = files.overlapping(-math.inf, math.inf)
+    assert files.overlapping(-math.inf, math.inf, ["algo-2"]) == [u for u in everything if nodes_in[u] == {"algo-2"}]
+    assert files.overlapping(-math.inf, math.inf, ["algo-1", "algo-2"]) == everything
+    con.close()
+
+
+def test_node_statistics_that_may_be_truncated_never_hide_a_file():
+    spans = FileSpans(["a", "b", "c"], np.zeros(3), np.zeros(3), ["algo-1", None, "algo-2"])
+    # None: the log's statistics span several nodes (or none); a prefix may stand for a longer name.
+    assert spans.overlapping(0, 0, ["algo-10"]) == ["a", "b"]
+    assert spans.overlapping(0, 0, ["algo-2"]) == ["b", "c"]
+    assert spans.overlapping(0, 0) == ["a", "b", "c"]
+    assert spans.overlapping(1, 2, ["algo-2"]) == []
+
+
+def test_callers_aggregated_alongside_equal_the_lazy_ones(profiles, semantic_job):
+    eager = profiles.by_step(0, "*", callers=True)
+    lazy = profiles.by_step(0, "*")
+    eager_rows, lazy_rows = (r.callers().sort_by(CALLER_ORDER).to_pylist() for r in (eager, lazy))
+    times = ("tottime", "cumtime")
+    assert [{k: v for k, v in row.items() if k not in times} for row in eager_rows] == [
+        {k: v for k, v in row.items() if k not in times} for row in lazy_rows
+    ]
+    # Sums of floats in another order may differ in the last bits.
+    assert [[row[t] for t in times] for row in eager_rows] == [pytest.approx([row[t] for t in times], rel=1e-12) for row in lazy_rows]
+    assert_same_pstats(eager.to_pstats().stats, lazy.to_pstats().stats)
+    profiles.refresh()  # the second cursor's thread ends with the connection
+    assert not [t for t in threading.enumerate() if t.name.startswith("proflake-rollup")]
+
+
+CALLER_ORDER = [(c, "ascending") for c in ("filename", "lineno", "function_name", "caller_filename", "caller_lineno", "caller_function_name")]
 
 
 # -- by time ---------------------------------------------------------------------------------------
