@@ -382,9 +382,14 @@ class Profiles:
     def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
         return queries.run_named(self.connection(), *self._rollup_query(selection, rollup, params))
 
-    def _rollup_aside(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> Future[pa.Table]:
+    def _rollup_aside(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> Future[pa.Table] | None:
         """``_rollup`` on the second cursor's thread. DuckDB releases the GIL while it runs a query, so
-        the two aggregations share the cores; the query and its parameters are settled on this thread."""
+        the two aggregations share the cores; the query and its parameters are settled on this thread.
+
+        None for a store on S3: its tables are Arrow datasets registered on the first connection only,
+        which a cursor does not see; the roll-up then runs when it is first asked for."""
+        if self.store.is_remote:
+            return None
         name, values = self._rollup_query(selection, rollup, params)
         if self._side is None:
             self._side = (self.connection().cursor(), ThreadPoolExecutor(1, thread_name_prefix="proflake-rollup"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pstats
 import secrets
 import subprocess
 import sys
@@ -100,12 +101,14 @@ def test_store_on_s3_answers_like_a_local_store(s3, bucket, tmp_path):
     done = run_cli(["ingest", str(tmp_path / "job"), "--store", store, "--json"], s3.env())
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["new_intervals"] == 3
-    done = run_cli(["fetch", "by-step", "0", "1", "--store", store, "--format", "json"], s3.env())
+    prof = tmp_path / "remote.prof"  # --prof aggregates the caller edges on a second cursor
+    done = run_cli(["fetch", "by-step", "0", "1", "--store", store, "--format", "json", "--prof", str(prof)], s3.env())
     assert done.returncode == 0, done.stderr
     remote = {r["function"]: (r["total_calls"], r["tottime"]) for r in json.loads(done.stdout)}
     ingest(str(tmp_path / "job"), str(tmp_path / "local"))
-    local = Profiles(str(tmp_path / "local")).by_step(0, 1).table.to_pylist()
-    assert remote == {r["function"]: (r["total_calls"], r["tottime"]) for r in local}
+    local = Profiles(str(tmp_path / "local")).by_step(0, 1)
+    assert remote == {r["function"]: (r["total_calls"], r["tottime"]) for r in local.table.to_pylist()}
+    assert_same_pstats(pstats.Stats(str(prof)).stats, local.to_pstats().stats)
     done = run_cli(["sql", "SELECT count(*) AS n FROM pyinstrument_frames", "--store", store, "--format", "csv"], s3.env())
     assert done.returncode == 0 and done.stdout.splitlines()[1] != "0"
     done = run_cli(["compact", "--store", store], s3.env())
