@@ -4,15 +4,19 @@ json, however many runs the listing is sorted in and in whatever order a source 
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import random
+import subprocess
+import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from conftest import JobBuilder
 from etl import ingest
-from etl.schema import INTERVAL_KEY_COLUMNS
+from etl.schema import INTERVAL_KEY_COLUMNS, table_spec
 from etl.sources.base import SourceObject
 from etl.sources.local import LocalSource
 from etl.workers import ParsePool
@@ -121,3 +125,37 @@ def test_sorted_listing_reads_back_every_entry_in_order_from_many_runs():
     assert (listing.count, listing.bytes) == (500, sum(range(500)))
     assert list(listing) == sorted(entries, key=lambda e: e[:4])
     listing.close()
+
+
+def test_interval_rows_built_from_buffers_equal_pyarrows_conversion():
+    schema = table_spec("intervals").arrow_schema
+    rng = random.Random(3)
+    now = dt.datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
+    samples = {
+        "string": lambda: rng.choice(["algo-1", "", "naïve/ünïcode", "s3://b/k"]),
+        "int64": lambda: rng.randint(-(2**62), 2**62),
+        "float64": lambda: rng.uniform(-1e15, 1e15),
+        "bool": lambda: rng.random() < 0.5,
+        "timestamp": lambda: now + dt.timedelta(microseconds=rng.randint(-(10**15), 10**15)),
+    }
+    kinds = {pa.string(): "string", pa.int64(): "int64", pa.float64(): "float64", pa.bool_(): "bool"}
+    rows = [
+        {f.name: None if f.nullable and rng.random() < 0.3 else samples[kinds.get(f.type, "timestamp")]() for f in schema}
+        for _ in range(300)
+    ]
+    built = ingest_module._record_batch(rows, schema)
+    built.validate(full=True)
+    assert built.equals(pa.RecordBatch.from_pylist(rows, schema=schema))
+
+
+def test_ingest_does_not_import_pandas(tmp_path):
+    """pyarrow's converters import pandas (~35 MB) in whatever process runs them: not in ingest's."""
+    JobBuilder(tmp_path / "src" / "job").cprofile("algo-1", STEP.format(step=1, start=1000, end=1500))
+    JobBuilder(tmp_path / "src" / "job").pyinstrument("algo-1", STEP.format(step=2, start=2000, end=2500))
+    code = (
+        "import sys; from etl.ingest import ingest; "
+        f"report = ingest({str(tmp_path / 'src')!r}, {str(tmp_path / 'store')!r}, workers=1); "
+        "print(report.new_intervals, 'pandas' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["2", "False"]
