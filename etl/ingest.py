@@ -56,7 +56,7 @@ from etl.schema import INTERVAL_KEY_COLUMNS, PHASE_ROLLUP_OF, arrow_schema, tabl
 from etl.sources.base import Source, SourceObject, open_source
 from etl.sources.local import LocalSource
 from etl.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
-from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, ParsePool, Task
+from etl.workers import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, ParsePool, Task, release_memory
 
 # Fact rows a parse worker holds before it writes them as files (one per fact table); bounds memory
 # however large the corpus. PROFLAKE_FLUSH_ROWS overrides it (smaller: less memory, more files).
@@ -306,6 +306,7 @@ def ingest(
             intervals.flush()
             started_record.result()
             committer.finish()
+            release_memory()  # the roll-ups, next, are the main process's peak: start it from less
             ingested = intervals.source_uris() if report.failed or not empty else set()
             if replaced:
                 # Rows inside committed files change: deltalake's replaceWhere rewrites those files, and
@@ -760,6 +761,10 @@ class _Intervals:
         rows = rows.sort_by([(c, "ascending") for c in self._spec.sort_by])
         self.files.append(write_data_file("intervals", rows, self._directory, self._batch_id, self._options))
         self._batches, self._held = [], 0
+        del rows
+        # The allocators would keep the ~35 MB that sorting and writing 20,000 rows took to the end of
+        # the run, while the workers parse: at 100,000 files the main process's largest growth.
+        release_memory()
 
     def reader(self, columns: list[str] | None = None) -> pa.RecordBatchReader:
         """Every row written, as one stream (``columns``: only those); before the files move."""

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from etl import queries
 from etl.store import Store
+from etl.workers import release_memory
 
 # derived table -> the query that builds its rows for some jobs
 PHASE_TABLES: dict[str, str] = {
@@ -111,6 +112,8 @@ def refresh_phase_rollups(
                     rebuilt.add(job)
             rows = pa.concat_tables(parts) if parts else None
             store.replace_jobs(name, rows, stale + gone, batch_id)
+            parts = rows = None  # not held while the next table's rows are built (the run's peak)
+            release_memory()
     finally:
         con.close()
     if merged:
