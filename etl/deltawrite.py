@@ -108,10 +108,11 @@ def file_stats(metadata: pq.FileMetaData) -> str:
                 nulls[name] = nulls.get(name, 0) + stats.null_count
             if stats is None or not stats.has_min_max:
                 continue
-            if name not in low or stats.min < low[name]:
-                low[name] = stats.min
-            if name not in high or stats.max > high[name]:
-                high[name] = stats.max
+            least, most = _bounds(stats)
+            if name not in low or least < low[name]:
+                low[name] = least
+            if name not in high or most > high[name]:
+                high[name] = most
     return json.dumps(
         {
             "numRecords": metadata.num_rows,
@@ -121,6 +122,23 @@ def file_stats(metadata: pq.FileMetaData) -> str:
         },
         separators=(",", ":"),
     )
+
+
+# A timestamp statistic's unit -> (multiplier, divisor) that make it microseconds.
+_TO_MICROSECONDS = {"milliseconds": (1000, 1), "microseconds": (1, 1), "nanoseconds": (1, 1000)}
+
+
+def _bounds(stats: pq.Statistics) -> tuple[object, object]:
+    """A column chunk's min and max. Timestamps are converted here: pyarrow's conversion of them
+    imports pandas (~35 MB) into the process, which for the ingest's own is the only reason it would."""
+    logical = stats.logical_type
+    if logical.type != "TIMESTAMP":
+        return stats.min, stats.max
+    details = json.loads(logical.to_json())
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc if details["isAdjustedToUTC"] else None)
+    multiplier, divisor = _TO_MICROSECONDS[details["timeUnit"]]
+    least, most = (epoch + dt.timedelta(microseconds=raw * multiplier // divisor) for raw in (stats.min_raw, stats.max_raw))
+    return least, most
 
 
 def _json_value(value: object) -> object:

@@ -192,12 +192,12 @@ def worker_main(memory_mb: int, spec: str) -> None:
             writer.wait()
         seals, error = writer.finished()
         if wait_all:
-            _release_memory()  # idle now, maybe for long: the parent commits, or keeps it for its next run
+            release_memory()  # idle now, maybe for long: the parent commits, or keeps it for its next run
         output.send(_Reply(outcomes, seals, error))
 
 
-def _release_memory() -> None:
-    """Hand the memory of the last segments back to the system: the C allocator keeps freed pages."""
+def release_memory() -> None:
+    """Hand freed memory back to the system: Arrow's allocator and the C library's keep freed pages."""
     pa.default_memory_pool().release_unused()
     try:
         ctypes.CDLL(None).malloc_trim(0)  # glibc; other C libraries have no such call, or need none
