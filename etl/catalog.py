@@ -32,7 +32,7 @@ import duckdb
 from etl import queries
 from etl.errors import ProflakeError, UsageError
 from etl.s3 import explain_client_error, split_s3_uri
-from etl.schema import ALL_TABLES, SQL_TYPES, empty_select, table_spec
+from etl.schema import ALL_TABLES, SQL_TYPES, empty_select
 from etl.store import FACT_TABLES, Store, sql_string
 
 REGISTRY = "_proflake/catalogs.json"

@@ -32,10 +32,9 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import IO
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -52,7 +51,7 @@ from etl.layout import (
 from etl.lock import StoreLock
 from etl.rollups import refresh_phase_rollups
 from etl.s3 import S3Config
-from etl.schema import INTERVAL_KEY_COLUMNS, PHASE_ROLLUP_OF, arrow_schema, table_spec
+from etl.schema import INTERVAL_KEY_COLUMNS, PHASE_ROLLUP_OF, arrow_rows, arrow_schema, record_batch, table_spec
 from etl.sources.base import Source, SourceObject, open_source
 from etl.sources.local import LocalSource
 from etl.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
@@ -366,7 +365,7 @@ def _update_quarantine(store: Store, report: IngestReport, ingested: set[str], n
             }
         )
     if rows != current:
-        store.replace_table("ingest_errors", store.table_of("ingest_errors", rows), report.batch_id)
+        store.replace_table("ingest_errors", arrow_rows("ingest_errors", rows), report.batch_id)
 
 
 def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
@@ -398,7 +397,7 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
             store.delete_rows_of("interval_id", orphans)
     con.close()
     events = [{"batch_id": b, "event": "repaired" if b in committed else "abandoned", "recorded_at": now} for b in unfinished]
-    store.append("batches", store.table_of("batches", events), "repair")
+    store.append("batches", arrow_rows("batches", events), "repair")
     for event in events:
         say(f"repaired an interrupted run: batch {event['batch_id']} {event['event']}")
     return unfinished
@@ -425,7 +424,7 @@ def _record(store: Store, report: IngestReport, event: str, at: datetime) -> Non
             bytes_read=report.bytes_read,
             seconds=report.seconds,
         )
-    rows = pa.Table.from_batches([_record_batch([row], arrow_schema("batches"))])
+    rows = arrow_rows("batches", [row])
     if store.is_remote:
         store.append("batches", rows, report.batch_id)
         return
@@ -757,7 +756,7 @@ class _Intervals:
     def add(self, rows: list[dict]) -> None:
         if not rows:
             return
-        self._batches.append(_record_batch(rows, self._spec.arrow_schema))
+        self._batches.append(record_batch(rows, self._spec.arrow_schema))
         self._held += len(rows)
         self.num_rows += len(rows)
         if self._held >= self.SPOOL_ROWS:
@@ -786,37 +785,6 @@ class _Intervals:
 
     def source_uris(self) -> set[str]:
         return {uri for batch in self.reader(["source_uri"]) for uri in batch.column(0).to_pylist()}
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _record_batch(rows: list[dict], schema: pa.Schema) -> pa.RecordBatch:
-    """Rows as Arrow, the columns built from their buffers: pyarrow's converters (from_pylist and
-    the like) import pandas, ~35 MB in this process, and DuckDB's took ~50 us a row."""
-    return pa.RecordBatch.from_arrays([_arrow_column([row.get(f.name) for row in rows], f.type) for f in schema], schema=schema)
-
-
-def _arrow_column(values: list, type_: pa.DataType) -> pa.Array:
-    """An Arrow array of ``values`` (None: null) of a type in etl.schema's _TYPES."""
-    validity = None
-    if None in values:
-        validity = pa.py_buffer(np.packbits(np.array([v is not None for v in values], dtype=bool), bitorder="little"))
-    if pa.types.is_string(type_):
-        encoded = [b"" if v is None else v.encode() for v in values]
-        offsets = np.zeros(len(values) + 1, dtype=np.int32)
-        np.cumsum([len(b) for b in encoded], out=offsets[1:])
-        buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
-    elif pa.types.is_boolean(type_):
-        buffers = [validity, pa.py_buffer(np.packbits(np.array([bool(v) for v in values], dtype=bool), bitorder="little"))]
-    elif pa.types.is_timestamp(type_):
-        micros = [0 if v is None else (v - _EPOCH) // _MICROSECOND for v in values]
-        buffers = [validity, pa.py_buffer(np.array(micros, dtype=np.int64))]
-    else:
-        dtype = np.float64 if pa.types.is_floating(type_) else np.int64
-        buffers = [validity, pa.py_buffer(np.array([0 if v is None else v for v in values], dtype=dtype))]
-    return pa.Array.from_buffers(type_, len(values), buffers)
 
 
 # Where parse workers write a local store's fact files until they are committed: a dead run's files

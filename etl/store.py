@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import duckdb
@@ -26,7 +25,7 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from etl.errors import StoreError
 from etl.s3 import S3Config, is_s3, split_s3_uri
-from etl.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema, empty_select, table_spec
+from etl.schema import ALL_TABLES, DERIVED_TABLES, arrow_schema, empty_select, table_spec
 
 DEFAULT_STORE = "./proflake-store"
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
@@ -382,10 +381,6 @@ class Store:
             return []
         select = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
         return self._scratch_connection().execute(f"SELECT {select} FROM read_parquet($files)", {"files": files}).fetchall()
-
-    def table_of(self, name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-        """A few rows for a table, from dicts, without the pandas import of pyarrow's converters."""
-        return arrow_rows(self._scratch_connection(), name, rows)
 
     def _scratch_connection(self) -> duckdb.DuckDBPyConnection:
         # A cursor each time: ingest records its batch on a thread while the main thread reads.

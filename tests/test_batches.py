@@ -13,7 +13,6 @@ import threading
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from conftest import JobBuilder, assert_same_pstats, pstats_of

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import JobBuilder
 from etl import ingest
-from etl.schema import INTERVAL_KEY_COLUMNS, table_spec
+from etl.schema import INTERVAL_KEY_COLUMNS, record_batch, table_spec
 from etl.sources.base import SourceObject
 from etl.sources.local import LocalSource
 from etl.workers import ParsePool
@@ -143,7 +143,7 @@ def test_interval_rows_built_from_buffers_equal_pyarrows_conversion():
         {f.name: None if f.nullable and rng.random() < 0.3 else samples[kinds.get(f.type, "timestamp")]() for f in schema}
         for _ in range(300)
     ]
-    built = ingest_module._record_batch(rows, schema)
+    built = record_batch(rows, schema)
     built.validate(full=True)
     assert built.equals(pa.RecordBatch.from_pylist(rows, schema=schema))
 
