@@ -628,15 +628,21 @@ class _SortedListing:
 
     def _write_run(self) -> None:
         self._held.sort(key=_sort_key)
-        if self._file is None:
-            self._file = tempfile.TemporaryFile(prefix="proflake-listing-")
-        f = self._file
-        f.seek(0, os.SEEK_END)
-        offset, blocks = f.tell(), 0
-        for i in range(0, len(self._held), LISTING_BLOCK):
-            data = marshal.dumps(self._held[i : i + LISTING_BLOCK])
-            f.write(len(data).to_bytes(8, "little") + data)
-            blocks += 1
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="proflake-listing-")
+            f = self._file
+            f.seek(0, os.SEEK_END)
+            offset, blocks = f.tell(), 0
+            for i in range(0, len(self._held), LISTING_BLOCK):
+                data = marshal.dumps(self._held[i : i + LISTING_BLOCK])
+                f.write(len(data).to_bytes(8, "little") + data)
+                blocks += 1
+        except OSError as e:
+            raise ProflakeError(
+                f"cannot write the listing of new files to the temporary folder {tempfile.gettempdir()!r} "
+                f"({e.strerror or e}); free space there or set TMPDIR to a writable folder"
+            ) from e
         self._runs.append((offset, blocks))
         self._held = []
 

@@ -9,6 +9,7 @@ import importlib
 import random
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ import pytest
 
 from conftest import JobBuilder
 from etl import ingest
+from etl.errors import ProflakeError
 from etl.schema import INTERVAL_KEY_COLUMNS, record_batch, table_spec
 from etl.sources.base import SourceObject
 from etl.sources.local import LocalSource
@@ -159,3 +161,14 @@ def test_ingest_does_not_import_pandas(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["2", "False"]
+
+
+def test_an_unwritable_temporary_folder_is_one_clear_error(tmp_path, monkeypatch):
+    build_jobs(tmp_path / "src")
+    monkeypatch.setattr(ingest_module, "LISTING_RUN", 3)  # spill after three entries
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    with pytest.raises(ProflakeError, match=r"temporary folder .*no-such-folder.*set TMPDIR to a writable folder"):
+        ingest(str(tmp_path / "src"), str(tmp_path / "store"))
+    monkeypatch.undo()
+    report = ingest(str(tmp_path / "src"), str(tmp_path / "store"))  # the lock was released: the next run lands
+    assert report.new_intervals and [f.kind for f in report.failed] == ["duplicate"]  # build_jobs names one twice
