@@ -10,7 +10,9 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 stamp=.venv/.proflake-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# The compiled decoder is built by the install, so a change to its source or build hook re-installs too.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ hatch_build.py -nt "$stamp" ] \
+   || [ etl/readers/_pstats_columns.c -nt "$stamp" ]; then
   python -m pip install --quiet --upgrade pip
   python -m pip install --quiet -e ".[${PROFLAKE_EXTRAS:-test}]"
   touch "$stamp"

@@ -163,6 +163,102 @@ def test_cprofile_fast_path_agrees_with_the_careful_path(stats):
     assert _outcome(read_cprofile, data) == _outcome(_careful, data)
 
 
+# -- the compiled decoder must agree with the Python paths ------------------------------------------
+def _python_paths(data: bytes):
+    compiled, cprofile_reader._compiled = cprofile_reader._compiled, None
+    try:
+        return read_cprofile(data)
+    finally:
+        cprofile_reader._compiled = compiled
+
+
+def test_the_compiled_decoder_is_built():
+    assert cprofile_reader._compiled is not None, (
+        "etl/readers/_pstats_columns.c was not compiled: install gcc and the Python headers, then "
+        "reinstall proflake (bin/test does when the source changes)"
+    )
+
+
+@pytest.mark.parametrize("path", CPROFILE_FILES, ids=lambda p: p.parent.name + "/" + p.name)
+def test_compiled_decoder_takes_real_dumps_and_matches_the_python_paths(path):
+    data = path.read_bytes()
+    compiled = cprofile_reader._compiled_tables(data)  # _Unusual here would be a silent slowdown
+    python = _python_paths(data)
+    assert compiled.functions.schema == python.functions.schema and compiled.functions.equals(python.functions)
+    assert compiled.callers.schema == python.callers.schema and compiled.callers.equals(python.callers)
+    assert compiled.profiled_seconds == python.profiled_seconds
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_compiled_decoder_reads_every_marshal_version_or_declines(version):
+    stats = pstats.Stats(str(CPROFILE_FILES[0])).stats
+    data = marshal.dumps(stats, version)
+    assert _outcome(read_cprofile, data) == _outcome(_python_paths, data)
+    if version >= 2:  # binary floats; versions 0 and 1 write text floats, which it leaves to Python
+        cprofile_reader._compiled_tables(data)
+
+
+def _spelled(*items) -> bytes:
+    """A dict of marshal items laid out by hand (version 2: no references), keys repeated at will."""
+    return b"{" + b"".join(marshal.dumps(item, 2) for item in items) + b"0"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # A dict keeps the last value of a repeated key, and its first position.
+        _spelled(_KNOWN, (1, 1, 0.5, 0.5, {}), ("h", 2, "i"), (2, 2, 0.1, 0.1, {}), _KNOWN, (3, 3, 0.2, 0.2, {})),
+        b"{" + marshal.dumps(_KNOWN, 2) + b"(\x05\x00\x00\x00" + b"".join(marshal.dumps(v, 2) for v in (1, 1, 0.5, 0.5))
+        + _spelled(("h", 2, "i"), (1, 1, 0.1, 0.1), ("h", 2, "i"), (2, 2, 0.2, 0.2)) + b"0",
+        # ASCII-typed strings with bytes above 127: marshal.loads reads them as latin-1.
+        b"{)\x03z\x02f\xe9i\x01\x00\x00\x00z\x01g)\x05i\x01\x00\x00\x00i\x01\x00\x00\x00"
+        + marshal.dumps(0.5) + marshal.dumps(0.5) + b"{00",
+        # A count read through a reference (fine), then a caller key that refers back to a string.
+        b"{)\x03\xda\x01fi\x01\x00\x00\x00\xda\x01g)\x05\xe9\x01\x00\x00\x00r\x02\x00\x00\x00"
+        + marshal.dumps(0.5) + marshal.dumps(0.5) + b"{r\x00\x00\x00\x00" + marshal.dumps((1, 1, 0.5, 0.5), 2) + b"00",
+    ],
+    ids=["repeated function", "repeated caller", "latin-1 ascii", "key refers to a string"],
+)
+def test_compiled_decoder_leaves_what_marshal_reads_otherwise_to_python(data):
+    assert _outcome(read_cprofile, data) == _outcome(_python_paths, data)
+
+
+_shared_keys = st.lists(st.tuples(_names, _linenos, _names), min_size=1, max_size=6, unique=True)
+_big_counts = st.one_of(st.integers(0, 3), st.integers(2**31 - 2, 2**31 + 2), st.integers(2**62, 2**64),
+                        st.sampled_from([2**63 - 1, -(2**40), 2**45]))
+_shared_times = st.one_of(st.floats(0, 2), st.just(0.0), st.sampled_from([2.0**63, -1e-300, 1e18]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_shared_keys, st.data())
+def test_compiled_decoder_agrees_on_shared_keys_and_big_numbers(keys, data):
+    # The same key and count objects used again are written as references to the first.
+    shared_count, shared_time = data.draw(_big_counts), data.draw(_shared_times)
+    count = st.one_of(_big_counts, st.just(shared_count))
+    time = st.one_of(_shared_times, st.just(shared_time))
+    stats = {}
+    for key in data.draw(st.lists(st.sampled_from(keys), max_size=len(keys), unique=True)):
+        callers = {caller: data.draw(st.tuples(count, count, time, time))
+                   for caller in data.draw(st.lists(st.sampled_from(keys), max_size=3))}
+        stats[key] = data.draw(st.tuples(count, count, time, time, st.just(callers)))
+    encoded = marshal.dumps(stats)
+    assert _outcome(read_cprofile, encoded) == _outcome(_python_paths, encoded)
+
+
+_SMALL_DUMP = min(CPROFILE_FILES, key=lambda p: p.stat().st_size).read_bytes()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_SMALL_DUMP) - 1), st.integers(0, 255)), min_size=1, max_size=3),
+       st.integers(1, len(_SMALL_DUMP)))
+def test_compiled_decoder_agrees_on_damaged_dumps(flips, length):
+    damaged = bytearray(_SMALL_DUMP)
+    for position, value in flips:
+        damaged[position] = value
+    for data in (bytes(damaged), _SMALL_DUMP[:length]):
+        assert _outcome(read_cprofile, data) == _outcome(_python_paths, data)
+
+
 def _frames(node, out):
     """(function, time) of every real frame, recursively (test data is shallow)."""
     if node is None:

@@ -1,0 +1,522 @@
+/*
+ * Decode a cProfile dump (marshal bytes of the pstats dictionary) straight into columns.
+ *
+ * marshal.loads builds a Python object for every key, count, time and caller edge, and the reader then
+ * takes those objects apart again into columns: together ~0.6 ms for a dump of ~260 functions, most of
+ * an ingest's parse time. This reads the marshal stream once and writes counts and times into flat
+ * buffers; the only objects it makes are the function keys, once per key the stream spells out (the
+ * rest of a dump's keys are back-references to those).
+ *
+ * It is a fast path with one rule: it either returns exactly the columns the Python reader would build
+ * for these bytes, or returns None ("not the common shape") and the Python reader decides. So it accepts
+ * only the shape cProfile writes -- {(str, int, str): (int, int, float, float, {(str, int, str): (int,
+ * int, float, float)})} with counts in [0, 2**63-1] and finite times below 2**63 -- and declines
+ * everything else: other types, text floats, latin-1 "ASCII" strings, lone surrogates, references it
+ * cannot resolve, truncated data. Duplicate keys (a dict keeps the last) are checked by the caller.
+ *
+ * The marshal format is CPython's Python/marshal.c (versions 2-4, the ones Python 3 writes). A type
+ * byte with FLAG_REF (0x80) adds the object to a table that TYPE_REF ('r', a 4-byte index) points
+ * back into; a tuple or dict takes its slot before its items are read.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define FLAG_REF 0x80
+#define TYPE_NULL '0'
+#define TYPE_INT 'i'
+#define TYPE_LONG 'l'
+#define TYPE_BINARY_FLOAT 'g'
+#define TYPE_TUPLE '('
+#define TYPE_SMALL_TUPLE ')'
+#define TYPE_DICT '{'
+#define TYPE_REF 'r'
+#define TYPE_UNICODE 'u'
+#define TYPE_INTERNED 't'
+#define TYPE_ASCII 'a'
+#define TYPE_ASCII_INTERNED 'A'
+#define TYPE_SHORT_ASCII 'z'
+#define TYPE_SHORT_ASCII_INTERNED 'Z'
+
+/* What a reference slot holds: only the objects a pstats dump shares are of use. */
+enum ref_kind { REF_UNUSABLE, REF_STR, REF_INT, REF_FLOAT, REF_KEY };
+
+typedef struct {
+    enum ref_kind kind;
+    PyObject *str; /* REF_STR: owned */
+    int64_t integer;
+    double real;
+    Py_ssize_t key; /* REF_KEY: index into the keys list */
+} Ref;
+
+typedef struct {
+    int64_t *data;
+    Py_ssize_t size, capacity;
+} Ints;
+
+typedef struct {
+    double *data;
+    Py_ssize_t size, capacity;
+} Reals;
+
+enum { DECLINE = -1, FAILED = -2 }; /* FAILED: a Python exception is set (out of memory) */
+
+typedef struct {
+    const unsigned char *at, *end;
+    Ref *refs;
+    Py_ssize_t ref_count, ref_capacity;
+    PyObject *keys; /* list of (filename, lineno, function_name), one per key spelled out */
+    Ints function_key, primitive_calls, total_calls;
+    Reals own_time, cumulative_time;
+    Ints callee_key, caller_key, edge_total_calls, edge_primitive_calls;
+    Reals edge_own_time, edge_cumulative_time;
+} Decoder;
+
+static int grow(void **data, Py_ssize_t *capacity, Py_ssize_t item_size) {
+    Py_ssize_t wanted = *capacity ? *capacity * 2 : 256;
+    void *bigger = PyMem_Realloc(*data, (size_t)(wanted * item_size));
+    if (bigger == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    *data = bigger;
+    *capacity = wanted;
+    return 0;
+}
+
+static int push_int(Ints *column, int64_t value) {
+    if (column->size == column->capacity && grow((void **)&column->data, &column->capacity, sizeof(int64_t)))
+        return FAILED;
+    column->data[column->size++] = value;
+    return 0;
+}
+
+static int push_real(Reals *column, double value) {
+    if (column->size == column->capacity && grow((void **)&column->data, &column->capacity, sizeof(double)))
+        return FAILED;
+    column->data[column->size++] = value;
+    return 0;
+}
+
+/* A new reference slot; its index, or a negative status. */
+static Py_ssize_t add_ref(Decoder *d, enum ref_kind kind) {
+    if (d->ref_count == d->ref_capacity && grow((void **)&d->refs, &d->ref_capacity, sizeof(Ref)))
+        return FAILED;
+    Ref *ref = &d->refs[d->ref_count];
+    memset(ref, 0, sizeof(Ref));
+    ref->kind = kind;
+    return d->ref_count++;
+}
+
+static int read_byte(Decoder *d, int *value) {
+    if (d->at >= d->end)
+        return DECLINE;
+    *value = *d->at++;
+    return 0;
+}
+
+static int read_int32(Decoder *d, int32_t *value) {
+    if (d->end - d->at < 4)
+        return DECLINE;
+    const unsigned char *b = d->at;
+    *value = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+    d->at += 4;
+    return 0;
+}
+
+/* A TYPE_REF's slot, if it holds the wanted kind. */
+static Ref *referenced(Decoder *d, enum ref_kind kind) {
+    int32_t index;
+    if (read_int32(d, &index) || index < 0 || index >= d->ref_count || d->refs[index].kind != kind)
+        return NULL;
+    return &d->refs[index];
+}
+
+/* A str: a new reference in *out. */
+static int read_str(Decoder *d, PyObject **out) {
+    int type;
+    if (read_byte(d, &type))
+        return DECLINE;
+    int flag = type & FLAG_REF;
+    type &= ~FLAG_REF;
+    if (type == TYPE_REF) {
+        Ref *ref = referenced(d, REF_STR);
+        if (ref == NULL)
+            return DECLINE;
+        Py_INCREF(ref->str);
+        *out = ref->str;
+        return 0;
+    }
+    Py_ssize_t size;
+    int ascii = type != TYPE_UNICODE && type != TYPE_INTERNED;
+    if (type == TYPE_SHORT_ASCII || type == TYPE_SHORT_ASCII_INTERNED) {
+        int byte;
+        if (read_byte(d, &byte))
+            return DECLINE;
+        size = byte;
+    } else if (type == TYPE_ASCII || type == TYPE_ASCII_INTERNED || !ascii) {
+        int32_t n;
+        if (read_int32(d, &n) || n < 0)
+            return DECLINE;
+        size = n;
+    } else {
+        return DECLINE;
+    }
+    if (d->end - d->at < size)
+        return DECLINE;
+    PyObject *text;
+    if (ascii) {
+        /* marshal.loads makes latin-1 text of bytes above 127 here; such crafted dumps go the slow way. */
+        for (Py_ssize_t i = 0; i < size; i++)
+            if (d->at[i] > 127)
+                return DECLINE;
+        text = PyUnicode_New(size, 127);
+        if (text == NULL)
+            return FAILED;
+        memcpy(PyUnicode_DATA(text), d->at, (size_t)size);
+    } else {
+        /* Strict, where marshal.loads passes surrogates: text that cannot be UTF-8 again is declined. */
+        text = PyUnicode_DecodeUTF8((const char *)d->at, size, NULL);
+        if (text == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                return FAILED;
+            PyErr_Clear();
+            return DECLINE;
+        }
+    }
+    d->at += size;
+    if (flag) {
+        Py_ssize_t slot = add_ref(d, REF_STR);
+        if (slot < 0) {
+            Py_DECREF(text);
+            return FAILED;
+        }
+        Py_INCREF(text);
+        d->refs[slot].str = text;
+    }
+    *out = text;
+    return 0;
+}
+
+/* A count or line number: an int in [0, 2**63-1]. */
+static int read_count(Decoder *d, int64_t *out) {
+    int type;
+    if (read_byte(d, &type))
+        return DECLINE;
+    int flag = type & FLAG_REF;
+    type &= ~FLAG_REF;
+    int64_t value;
+    if (type == TYPE_REF) {
+        Ref *ref = referenced(d, REF_INT);
+        if (ref == NULL)
+            return DECLINE;
+        *out = ref->integer;
+        return 0;
+    } else if (type == TYPE_INT) {
+        int32_t n;
+        if (read_int32(d, &n) || n < 0)
+            return DECLINE;
+        value = n;
+    } else if (type == TYPE_LONG) {
+        /* Sign and number of 15-bit digits, then the digits, least significant first. */
+        int32_t digits;
+        if (read_int32(d, &digits) || digits < 0 || digits > 5 || d->end - d->at < 2 * (Py_ssize_t)digits)
+            return DECLINE;
+        uint64_t magnitude = 0;
+        for (int i = digits - 1; i >= 0; i--) {
+            unsigned digit = d->at[2 * i] | (unsigned)d->at[2 * i + 1] << 8;
+            if (digit >= 1u << 15 || (i == digits - 1 && digit == 0)) /* marshal.loads refuses these */
+                return DECLINE;
+            if (magnitude > (UINT64_MAX >> 15))
+                return DECLINE;
+            magnitude = magnitude << 15 | digit;
+        }
+        if (magnitude > (uint64_t)INT64_MAX)
+            return DECLINE;
+        d->at += 2 * (Py_ssize_t)digits;
+        value = (int64_t)magnitude;
+    } else {
+        return DECLINE; /* bools, floats and the rest: exact ints only, as the Python reader checks */
+    }
+    if (flag) {
+        Py_ssize_t slot = add_ref(d, REF_INT);
+        if (slot < 0)
+            return FAILED;
+        d->refs[slot].integer = value;
+    }
+    *out = value;
+    return 0;
+}
+
+/* A time: a finite float below 2**63 in size (int times are left to the Python reader). */
+static int read_time(Decoder *d, double *out) {
+    int type;
+    if (read_byte(d, &type))
+        return DECLINE;
+    int flag = type & FLAG_REF;
+    type &= ~FLAG_REF;
+    double value;
+    if (type == TYPE_REF) {
+        Ref *ref = referenced(d, REF_FLOAT);
+        if (ref == NULL)
+            return DECLINE;
+        *out = ref->real;
+        return 0;
+    }
+    if (type != TYPE_BINARY_FLOAT || d->end - d->at < 8)
+        return DECLINE;
+    unsigned char bytes[8];
+#if PY_LITTLE_ENDIAN
+    memcpy(bytes, d->at, 8);
+#else
+    for (int i = 0; i < 8; i++)
+        bytes[i] = d->at[7 - i];
+#endif
+    memcpy(&value, bytes, 8);
+    d->at += 8;
+    if (!isfinite(value) || fabs(value) >= 9223372036854775808.0)
+        return DECLINE;
+    if (flag) {
+        Py_ssize_t slot = add_ref(d, REF_FLOAT);
+        if (slot < 0)
+            return FAILED;
+        d->refs[slot].real = value;
+    }
+    *out = value;
+    return 0;
+}
+
+/* The header of a tuple of ``size`` items; its reference slot, if flagged, is *slot (else -1). */
+static int read_tuple_header(Decoder *d, Py_ssize_t size, Py_ssize_t *slot) {
+    int type;
+    if (read_byte(d, &type))
+        return DECLINE;
+    int flag = type & FLAG_REF;
+    type &= ~FLAG_REF;
+    Py_ssize_t n;
+    if (type == TYPE_SMALL_TUPLE) {
+        int byte;
+        if (read_byte(d, &byte))
+            return DECLINE;
+        n = byte;
+    } else if (type == TYPE_TUPLE) {
+        int32_t count;
+        if (read_int32(d, &count))
+            return DECLINE;
+        n = count;
+    } else {
+        return DECLINE;
+    }
+    if (n != size)
+        return DECLINE;
+    *slot = -1;
+    if (flag && (*slot = add_ref(d, REF_UNUSABLE)) < 0)
+        return FAILED;
+    return 0;
+}
+
+/* A function key (filename, lineno, function_name), or a reference to one; its index in d->keys. */
+static int read_key(Decoder *d, Py_ssize_t *key) {
+    if (d->at < d->end && (*d->at & ~FLAG_REF) == TYPE_REF) {
+        d->at++;
+        Ref *ref = referenced(d, REF_KEY);
+        if (ref == NULL)
+            return DECLINE;
+        *key = ref->key;
+        return 0;
+    }
+    Py_ssize_t slot;
+    int status = read_tuple_header(d, 3, &slot);
+    if (status)
+        return status;
+    PyObject *filename = NULL, *function_name = NULL, *lineno = NULL, *tuple = NULL;
+    int64_t line;
+    if ((status = read_str(d, &filename)) || (status = read_count(d, &line)) ||
+        (status = read_str(d, &function_name)))
+        goto done;
+    status = FAILED;
+    if ((lineno = PyLong_FromLongLong(line)) == NULL)
+        goto done;
+    if ((tuple = PyTuple_Pack(3, filename, lineno, function_name)) == NULL)
+        goto done;
+    if (PyList_Append(d->keys, tuple))
+        goto done;
+    *key = PyList_GET_SIZE(d->keys) - 1;
+    if (slot >= 0) {
+        d->refs[slot].kind = REF_KEY;
+        d->refs[slot].key = *key;
+    }
+    status = 0;
+done:
+    Py_XDECREF(filename);
+    Py_XDECREF(function_name);
+    Py_XDECREF(lineno);
+    Py_XDECREF(tuple);
+    return status;
+}
+
+static int read_dict_header(Decoder *d) {
+    int type;
+    if (read_byte(d, &type) || (type & ~FLAG_REF) != TYPE_DICT)
+        return DECLINE;
+    if ((type & FLAG_REF) && add_ref(d, REF_UNUSABLE) < 0)
+        return FAILED;
+    return 0;
+}
+
+/* True at the end of a dict (and consumes the marker). */
+static int at_dict_end(Decoder *d) {
+    if (d->at < d->end && *d->at == TYPE_NULL) {
+        d->at++;
+        return 1;
+    }
+    return 0;
+}
+
+#define TRY(call)               \
+    do {                        \
+        int status_ = (call);   \
+        if (status_)            \
+            return status_;     \
+    } while (0)
+
+static int read_callers(Decoder *d, int64_t callee) {
+    TRY(read_dict_header(d));
+    while (!at_dict_end(d)) {
+        Py_ssize_t caller, slot;
+        int64_t total_calls, primitive_calls;
+        double own_time, cumulative_time;
+        TRY(read_key(d, &caller));
+        TRY(read_tuple_header(d, 4, &slot)); /* pstats keeps (nc, cc, tt, ct) per caller */
+        TRY(read_count(d, &total_calls));
+        TRY(read_count(d, &primitive_calls));
+        TRY(read_time(d, &own_time));
+        TRY(read_time(d, &cumulative_time));
+        TRY(push_int(&d->callee_key, callee));
+        TRY(push_int(&d->caller_key, caller));
+        TRY(push_int(&d->edge_total_calls, total_calls));
+        TRY(push_int(&d->edge_primitive_calls, primitive_calls));
+        TRY(push_real(&d->edge_own_time, own_time));
+        TRY(push_real(&d->edge_cumulative_time, cumulative_time));
+    }
+    return 0;
+}
+
+static int read_stats(Decoder *d) {
+    TRY(read_dict_header(d));
+    while (!at_dict_end(d)) {
+        Py_ssize_t function, slot;
+        int64_t primitive_calls, total_calls;
+        double own_time, cumulative_time;
+        TRY(read_key(d, &function));
+        TRY(read_tuple_header(d, 5, &slot)); /* (cc, nc, tt, ct, callers) */
+        TRY(read_count(d, &primitive_calls));
+        TRY(read_count(d, &total_calls));
+        TRY(read_time(d, &own_time));
+        TRY(read_time(d, &cumulative_time));
+        TRY(push_int(&d->function_key, function));
+        TRY(push_int(&d->primitive_calls, primitive_calls));
+        TRY(push_int(&d->total_calls, total_calls));
+        TRY(push_real(&d->own_time, own_time));
+        TRY(push_real(&d->cumulative_time, cumulative_time));
+        TRY(read_callers(d, function));
+    }
+    return 0;
+}
+
+/* Bytes of the columns laid end to end. */
+static PyObject *joined(const void *columns[], const Py_ssize_t sizes[], int count, Py_ssize_t item_size) {
+    Py_ssize_t total = 0;
+    for (int i = 0; i < count; i++)
+        total += sizes[i];
+    PyObject *bytes = PyBytes_FromStringAndSize(NULL, total * item_size);
+    if (bytes == NULL)
+        return NULL;
+    char *at = PyBytes_AS_STRING(bytes);
+    for (int i = 0; i < count; i++) {
+        if (sizes[i])
+            memcpy(at, columns[i], (size_t)(sizes[i] * item_size));
+        at += sizes[i] * item_size;
+    }
+    return bytes;
+}
+
+static void release(Decoder *d) {
+    for (Py_ssize_t i = 0; i < d->ref_count; i++)
+        Py_XDECREF(d->refs[i].str);
+    PyMem_Free(d->refs);
+    Ints *ints[] = {&d->function_key, &d->primitive_calls, &d->total_calls, &d->callee_key, &d->caller_key,
+                    &d->edge_total_calls, &d->edge_primitive_calls};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        PyMem_Free(ints[i]->data);
+    Reals *reals[] = {&d->own_time, &d->cumulative_time, &d->edge_own_time, &d->edge_cumulative_time};
+    for (size_t i = 0; i < sizeof reals / sizeof *reals; i++)
+        PyMem_Free(reals[i]->data);
+    Py_XDECREF(d->keys);
+}
+
+PyDoc_STRVAR(decode_doc,
+"decode(data) -> (keys, function_keys, callee_keys, caller_keys, counts, times) or None\n\n"
+"keys: the function keys the dump spells out, as (filename, lineno, function_name) tuples;\n"
+"function_keys, callee_keys, caller_keys: int64 bytes, indexes into keys, one per function / caller edge;\n"
+"counts: int64 bytes, primitive calls and total calls per function, then total calls and primitive\n"
+"calls per edge; times: float64 bytes, own and cumulative time per function, then per edge.\n"
+"None when the dump is not the common shape; the Python reader then decides.");
+
+static PyObject *decode(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE))
+        return NULL;
+    Decoder d;
+    memset(&d, 0, sizeof d);
+    d.at = view.buf;
+    d.end = d.at + view.len;
+    PyObject *result = NULL;
+    d.keys = PyList_New(0);
+    int status = d.keys == NULL ? FAILED : read_stats(&d);
+    if (status == FAILED)
+        goto done;
+    if (status == DECLINE || d.function_key.size == 0) { /* an empty dump: the Python reader decides */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    const void *counts[] = {d.primitive_calls.data, d.total_calls.data, d.edge_total_calls.data,
+                            d.edge_primitive_calls.data};
+    const Py_ssize_t count_sizes[] = {d.primitive_calls.size, d.total_calls.size, d.edge_total_calls.size,
+                                      d.edge_primitive_calls.size};
+    const void *times[] = {d.own_time.data, d.cumulative_time.data, d.edge_own_time.data,
+                           d.edge_cumulative_time.data};
+    const void *function_keys[] = {d.function_key.data}, *callee_keys[] = {d.callee_key.data},
+               *caller_keys[] = {d.caller_key.data};
+    PyObject *parts[] = {
+        joined(function_keys, &d.function_key.size, 1, sizeof(int64_t)),
+        joined(callee_keys, &d.callee_key.size, 1, sizeof(int64_t)),
+        joined(caller_keys, &d.caller_key.size, 1, sizeof(int64_t)),
+        joined(counts, count_sizes, 4, sizeof(int64_t)),
+        joined(times, count_sizes, 4, sizeof(double)), /* the same sizes: a time per count */
+    };
+    if (parts[0] && parts[1] && parts[2] && parts[3] && parts[4])
+        result = PyTuple_Pack(6, d.keys, parts[0], parts[1], parts[2], parts[3], parts[4]);
+    for (int i = 0; i < 5; i++)
+        Py_XDECREF(parts[i]);
+done:
+    release(&d);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", decode, METH_O, decode_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_pstats_columns",
+    "cProfile dumps decoded straight into columns (see etl/readers/cprofile.py).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__pstats_columns(void) {
+    return PyModule_Create(&module);
+}
