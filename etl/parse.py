@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from etl.readers.cprofile import read_cprofile
@@ -14,6 +15,9 @@ from etl.readers.pyinstrument import read_pyinstrument
 class ParsedStats:
     summary: dict  # interval columns that come from the contents (function_count, session fields, ...)
     facts: dict[str, pa.Table]  # fact table name -> its own columns (no interval keys yet)
+    # fact table name -> integer ids standing for its function-key columns, row by row (equal ids are
+    # equal keys): the worker sums a segment's phase roll-up by them instead of by the key text.
+    key_ids: dict[str, tuple[np.ndarray, ...]] = field(default_factory=dict)
 
 
 def parse_stats(profiler: str, data: bytes) -> ParsedStats:
@@ -27,6 +31,9 @@ def parse_stats(profiler: str, data: bytes) -> ParsedStats:
                 "is_empty": cprofile.functions.num_rows == 0,
             },
             facts={"function_stats": cprofile.functions, "function_callers": cprofile.callers},
+            key_ids={} if cprofile.function_ids is None else {
+                "function_stats": (cprofile.function_ids,), "function_callers": cprofile.edge_ids,
+            },
         )
     session = read_pyinstrument(data)
     return ParsedStats(

@@ -157,3 +157,84 @@ def test_each_file_covers_its_own_stretch_of_the_tasks(tmp_path):
     # No file holds two nodes: one that did would span from one node's last interval to the next's first.
     assert all(len(set(t["node_id"].to_pylist())) == 1 for t in contents)
     assert len(files) <= 2 * 400 // 40 + 4  # segments of about flush_rows (cut at the 4 nodes), not a file per chunk
+
+
+# -- partial sums of the phase roll-ups --------------------------------------------------------------
+def _segment_parts(paths, fact_table: str, *, careful_at: int | None = None):
+    """A worker's parts of one fact table for ``paths``: synthetic intervals over two nodes and modes."""
+    from etl.parse import parse_stats
+    from etl.readers import cprofile as cprofile_reader
+
+    parts = []
+    for i, path in enumerate(paths):
+        parsed = parse_stats("cprofile", path.read_bytes())
+        key_ids = parsed.key_ids.get(fact_table)
+        if i == careful_at:  # as the careful path gives it: plain tables, no ids
+            careful = cprofile_reader._careful_tables(cprofile_reader._load(path.read_bytes()))
+            parsed.facts[fact_table] = careful.functions if fact_table == "function_stats" else careful.callers
+            key_ids = None
+        interval = []
+        for field in arrow_schema("interval_keys"):
+            if field.name in ("job_id", "node_id", "start_mode", "end_mode", "job_phase"):
+                interval.append(f"{field.name}-{i % 2}")
+            elif pa.types.is_string(field.type):
+                interval.append(f"{field.name}-{i}")
+            elif pa.types.is_timestamp(field.type):
+                interval.append(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i))
+            elif pa.types.is_integer(field.type):
+                interval.append(i)
+            else:
+                interval.append(float(i))
+        parts.append((tuple(interval), parsed.facts[fact_table], key_ids))
+    return parts
+
+
+def _summed_by_key(table: pa.Table) -> dict:
+    """Rows summed per key, as the merge into the roll-up adds them (a key may span several rows)."""
+    from etl.schema import PHASE_MEASURES
+
+    measures = [m for m in (*PHASE_MEASURES, "intervals") if m in table.column_names]
+    sums: dict = {}
+    for row in table.to_pylist():
+        key = tuple(v for k, v in row.items() if k not in measures)
+        sums[key] = [a + row[m] for a, m in zip(sums.get(key, [0] * len(measures)), measures)]
+    return {k: [round(v, 9) if isinstance(v, float) else v for v in values] for k, values in sums.items()}
+
+
+@pytest.mark.parametrize("fact_table", ["function_stats", "function_callers"])
+def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
+    from conftest import LEGACY
+    from etl.schema import PHASE_ROLLUP_OF
+    from etl.workers import _fact_table, _phase_partial
+
+    rollup = PHASE_ROLLUP_OF[fact_table]
+    table, key_ids = _fact_table(fact_table, _segment_parts(sorted(LEGACY.rglob("python_stats")), fact_table))
+    assert key_ids is not None and all(len(ids) == table.num_rows for ids in key_ids)
+    by_ids, by_text = _phase_partial(rollup, table, key_ids), _phase_partial(rollup, table)
+    assert by_ids.schema == by_text.schema
+    assert sorted(map(str, by_ids.to_pylist())) == sorted(map(str, by_text.to_pylist()))  # the same sums, bit for bit
+    assert by_ids.num_rows < table.num_rows  # summed across the files of a node and mode
+
+
+def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
+    from conftest import LEGACY
+    from etl.readers import cprofile as cprofile_reader
+    from etl.workers import _fact_table, _phase_partial
+
+    monkeypatch.setattr(cprofile_reader, "_KNOWN_KEYS_LIMIT", 300)  # starts over within the segment
+    monkeypatch.setattr(cprofile_reader, "_known", cprofile_reader._NO_KEYS)
+    parts = _segment_parts(sorted(LEGACY.rglob("python_stats")) * 2, "function_stats")
+    table, key_ids = _fact_table("function_stats", parts)
+    assert cprofile_reader._known.first_id > 0
+    by_ids, by_text = _phase_partial("phase_function_stats", table, key_ids), _phase_partial("phase_function_stats", table)
+    assert by_ids.num_rows > by_text.num_rows  # a key under two ids: two rows, which the merge adds up
+    assert _summed_by_key(by_ids) == _summed_by_key(by_text)
+
+
+def test_a_file_without_key_ids_sums_its_segment_by_text():
+    from conftest import LEGACY
+    from etl.workers import _fact_table
+
+    parts = _segment_parts(sorted(LEGACY.rglob("python_stats")), "function_stats", careful_at=1)
+    table, key_ids = _fact_table("function_stats", parts)
+    assert key_ids is None and table.num_rows == sum(t.num_rows for _, t, _ in parts)

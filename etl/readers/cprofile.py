@@ -45,6 +45,11 @@ class CProfileData:
     functions: pa.Table  # function_stats' own columns
     callers: pa.Table  # function_callers' own columns
     profiled_seconds: float
+    # Integer ids of the functions' keys, and of each caller edge's callee and caller, where the fast
+    # paths know them: equal ids are equal keys for the life of the process (see _KnownKeys), so the
+    # worker sums by ids instead of hashing the key text. None from the careful path.
+    function_ids: np.ndarray | None = None
+    edge_ids: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _bad(message: str) -> ParseError:
@@ -245,17 +250,20 @@ class _KnownKeys:
     Dumps of one job repeat the same few thousand functions, so a key is checked, named
     (pstats.func_std_string) and encoded once; a dump's key columns are then one ``take`` of rows.
     Never changed, only replaced, so a reader always sees rows and columns that belong together.
+    A key's id is ``first_id`` + its row; starting over continues the numbering, so no id is ever
+    given to two keys.
     """
 
     row: dict  # FunctionKey -> row in columns
     columns: pa.RecordBatch | None  # _KEY_SCHEMA; None before the first key: pa.array imports pandas
+    first_id: int = 0
 
 
 _NO_KEYS = _KnownKeys({}, None)
 _known = _NO_KEYS
 
 
-def _key_rows(keys: list) -> tuple[np.ndarray, pa.RecordBatch]:
+def _key_rows(keys: list) -> tuple[np.ndarray, _KnownKeys]:
     """Rows of ``keys`` (one or more) in the known key columns, adding new keys; _Unusual if a key is bad."""
     global _known
     # Lookups match by equality, and 1.0, True and 1+0j all equal 1: a known key proves the strings
@@ -269,13 +277,13 @@ def _key_rows(keys: list) -> tuple[np.ndarray, pa.RecordBatch]:
     except KeyError:
         known = _known = _with_keys(known, keys)
         rows = lookup(known.row)
-    return np.frombuffer(struct.pack(f"{len(rows)}q", *rows), np.int64)[:-1], known.columns
+    return np.frombuffer(struct.pack(f"{len(rows)}q", *rows), np.int64)[:-1], known
 
 
 def _with_keys(known: _KnownKeys, keys: list) -> _KnownKeys:
     new = list(dict.fromkeys(k for k in keys if k not in known.row))
     if len(known.row) + len(new) > _KNOWN_KEYS_LIMIT:
-        known = _NO_KEYS
+        known = _KnownKeys({}, None, known.first_id + len(known.row))
         new = list(dict.fromkeys(keys))
     if not _all_of_type(new, tuple, len(new)) or set(map(len, new)) != {3}:
         raise _Unusual
@@ -292,7 +300,8 @@ def _with_keys(known: _KnownKeys, keys: list) -> _KnownKeys:
     columns = added
     if known.columns is not None:
         columns = pa.Table.from_batches([known.columns, added]).combine_chunks().to_batches()[0]
-    return _KnownKeys({**known.row, **dict(zip(new, range(len(known.row), columns.num_rows)))}, columns)
+    return _KnownKeys({**known.row, **dict(zip(new, range(len(known.row), columns.num_rows)))}, columns,
+                      known.first_id)
 
 
 def _all_of_type(values: Iterable, kind: type, count: int) -> bool:
@@ -338,17 +347,19 @@ def _fast_tables_or_raise(stats: dict) -> CProfileData:
     times = np.frombuffer(struct.pack(f"{len(times)}d", *times), np.float64)
     if not np.abs(times).max() < _TIME_LIMIT:  # NaN fails the comparison too
         raise _Unusual
-    rows, known_columns = _key_rows(keys + caller_keys)
+    rows, known = _key_rows(keys + caller_keys)
     callee_rows = np.repeat(rows[:n], list(map(len, callers)))
+    return _columns_to_tables(known, np.concatenate((rows[:n], callee_rows, rows[n:])), pa.array(counts),
+                              pa.array(times), n, m)
+
+
+def _columns_to_tables(known: _KnownKeys, rows: np.ndarray, counts: pa.Array, times: pa.Array, n: int,
+                       m: int) -> CProfileData:
+    """The two tables from rows of the known keys (n functions, m callees, m callers), and the counts and
+    times (cc, nc, caller nc, caller cc; tt, ct, caller tt, caller ct)."""
     # One take for the key columns of the functions, their callees and their callers, then slices.
-    taken = known_columns.take(np.concatenate((rows[:n], callee_rows, rows[n:])))
-    return _columns_to_tables(taken, pa.array(counts), pa.array(times), n, m)
-
-
-def _columns_to_tables(taken: pa.RecordBatch, counts: pa.Array, times: pa.Array, n: int, m: int) -> CProfileData:
-    """The two tables from key columns (n functions, m callees, m callers) and the counts and times
-    (cc, nc, caller nc, caller cc; tt, ct, caller tt, caller ct)."""
-    function, filename, lineno, function_name = taken.columns
+    function, filename, lineno, function_name = known.columns.take(rows).columns
+    ids = rows + known.first_id
     functions = pa.Table.from_arrays(
         [function.slice(0, n), filename.slice(0, n), lineno.slice(0, n), function_name.slice(0, n),
          counts.slice(0, n), counts.slice(n, n), times.slice(0, n), times.slice(n, n)],
@@ -361,7 +372,8 @@ def _columns_to_tables(taken: pa.RecordBatch, counts: pa.Array, times: pa.Array,
         schema=_CALLERS_SCHEMA,
     )
     own_times = memoryview(times.buffers()[1]).cast("d")[times.offset:times.offset + n]
-    return CProfileData(functions=functions, callers=callers_table, profiled_seconds=math.fsum(own_times))
+    return CProfileData(functions=functions, callers=callers_table, profiled_seconds=math.fsum(own_times),
+                        function_ids=ids[:n], edge_ids=(ids[n:n + m], ids[n + m:]))
 
 
 # -- the compiled path ------------------------------------------------------------------------------
@@ -376,19 +388,18 @@ def _compiled_tables(data: bytes) -> CProfileData:
         raise _Unusual
     keys, function_keys, callee_keys, caller_keys, counts, times = decoded
     try:
-        key_rows, known_columns = _key_rows(keys)
+        key_rows, known = _key_rows(keys)
     except _DECLINE as e:
         raise _Unusual from e
     function_rows = key_rows[np.frombuffer(function_keys, np.int64)]
     callee_rows = key_rows[np.frombuffer(callee_keys, np.int64)]
     caller_rows = key_rows[np.frombuffer(caller_keys, np.int64)]
     # A function is one row, so (callee, caller) pairs repeat only if a callers dict repeats a key.
-    if _repeats(function_rows) or _repeats(callee_rows * len(known_columns) + caller_rows):
+    if _repeats(function_rows) or _repeats(callee_rows * len(known.row) + caller_rows):
         raise _Unusual
-    n, m = len(function_rows), len(caller_rows)
-    taken = known_columns.take(np.concatenate((function_rows, callee_rows, caller_rows)))
-    return _columns_to_tables(taken, pa.array(np.frombuffer(counts, np.int64)),
-                              pa.array(np.frombuffer(times, np.float64)), n, m)
+    return _columns_to_tables(known, np.concatenate((function_rows, callee_rows, caller_rows)),
+                              pa.array(np.frombuffer(counts, np.int64)), pa.array(np.frombuffer(times, np.float64)),
+                              len(function_rows), len(caller_rows))
 
 
 def _repeats(values: np.ndarray) -> bool:
