@@ -23,8 +23,8 @@ semantics, step for step:
   ``training_loop``.
 
 Also here: the decode floor, reading every stats file and decoding it (``marshal.loads`` for cProfile,
-``json.loads`` for pyinstrument), the least any ingest must do; and the bare conversion, the least a
-pure-Python ingest must do on top of it to hold Arrow columns.
+``json.loads`` for pyinstrument), the least any ingest must do; and the Parquet floor, reading, parsing
+and writing every file's rows to Parquet as the store does, the least an ingest into this store must do.
 """
 
 from __future__ import annotations
@@ -300,29 +300,45 @@ def decode_floor(cprofile_paths: list[str], pyinstrument_paths: list[str]) -> di
     }
 
 
-def bare_conversion(cprofile_paths: list[str], pyinstrument_paths: list[str]) -> dict:
-    """The decode floor plus the least Python work that turns each cProfile dump into Arrow columns:
-    transpose the dictionary into one list per column (functions and caller edges) and hand each list
-    to ``pyarrow.array``. No checks, no interval keys, nothing encoded or kept; pyinstrument files are
-    only decoded, as in the floor. Without compiled code of one's own, an ingest cannot do less."""
+def parquet_floor(cprofile_paths: list[str], pyinstrument_paths: list[str], out_dir: str | Path,
+                  segment_rows: int = 150_000) -> dict:
+    """Read every file, parse it with proflake's readers (the compiled cProfile decoder when it is built)
+    and write the rows to Parquet files with the store's writer settings, in segments of about
+    ``segment_rows`` rows as the parse workers do: one process, one thread, no interval keys, listing,
+    partial sums, intervals or commit. The least an ingest into this store does; the files are removed."""
+    import shutil
+
     import pyarrow as pa
 
+    from etl.deltawrite import parquet_options, write_data_file
+    from etl.parse import parse_stats
+    from etl.store import WRITER_PROPERTIES
+
+    options = parquet_options(WRITER_PROPERTIES)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    segment: dict[str, list] = {}
+    held = 0
+    written = 0
+
+    def write() -> None:
+        nonlocal held, written
+        for name, tables in segment.items():
+            written += write_data_file(name, pa.concat_tables(tables), str(out_dir), "floor", options).size
+        segment.clear()
+        held = 0
+
     started = time.perf_counter()
-    for path in cprofile_paths:
-        with open(path, "rb") as f:
-            stats = marshal.loads(f.read())
-        filenames, linenos, names = zip(*stats)
-        cc, nc, tt, ct, callers = zip(*stats.values())
-        edges = [(callee, key, value) for callee, edges_of in enumerate(callers) for key, value in edges_of.items()]
-        columns = [filenames, linenos, names, cc, nc, tt, ct]
-        if edges:
-            callee, caller_keys, values = zip(*edges)
-            columns += [callee, *zip(*caller_keys), *zip(*values)]
-        for column in columns:
-            pa.array(column)
-    middle = time.perf_counter()
-    for path in pyinstrument_paths:
-        with open(path, "rb") as f:
-            json.loads(f.read())
-    ended = time.perf_counter()
-    return {"seconds": ended - started, "cprofile_seconds": middle - started, "pyinstrument_seconds": ended - middle}
+    for profiler, paths in (("cprofile", cprofile_paths), ("pyinstrument", pyinstrument_paths)):
+        for path in paths:
+            with open(path, "rb") as f:
+                facts = parse_stats(profiler, f.read()).facts
+            for name, table in facts.items():
+                segment.setdefault(name, []).append(table)
+                held += table.num_rows
+            if held >= segment_rows:
+                write()
+    write()
+    seconds = time.perf_counter() - started
+    shutil.rmtree(out_dir)
+    return {"seconds": seconds, "bytes_written": written}
