@@ -44,7 +44,9 @@ class CompiledDecoderHook(BuildHookInterface):
             command.run()
             return Path(self.root, command.get_ext_fullpath(MODULE))
         except Exception as e:  # noqa: BLE001 - any failure to compile leaves the Python paths
-            print(f"proflake: could not compile {SOURCE} ({e}); cProfile files will be parsed "
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            reason = reason if len(reason) <= 200 else reason[:197] + "..."
+            print(f"proflake: could not compile {SOURCE} ({reason}); cProfile files will be parsed "
                   "in Python, about 2.4x slower. Install a C compiler and the Python headers, "
                   "then reinstall, to use it.", file=sys.stderr)
             return None
