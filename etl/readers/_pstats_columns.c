@@ -68,6 +68,8 @@ typedef struct {
     Ref *refs;
     Py_ssize_t ref_count, ref_capacity;
     PyObject *keys; /* list of (filename, lineno, function_name), one per key spelled out */
+    PyObject *known; /* dict: key -> its row in the reader's known keys */
+    Ints key_row;    /* per key spelled out: its row in known, or -1 */
     Ints function_key, primitive_calls, total_calls;
     Reals own_time, cumulative_time;
     Ints callee_key, caller_key, edge_total_calls, edge_primitive_calls;
@@ -343,6 +345,14 @@ static int read_key(Decoder *d, Py_ssize_t *key) {
         goto done;
     if (PyList_Append(d->keys, tuple))
         goto done;
+    PyObject *row = PyDict_GetItemWithError(d->known, tuple); /* borrowed */
+    if (row == NULL && PyErr_Occurred())
+        goto done;
+    int64_t known_row = row != NULL && PyLong_CheckExact(row) ? PyLong_AsLongLong(row) : -1;
+    if (known_row == -1 && PyErr_Occurred())
+        goto done;
+    if (push_int(&d->key_row, known_row))
+        goto done;
     *key = PyList_GET_SIZE(d->keys) - 1;
     if (slot >= 0) {
         d->refs[slot].kind = REF_KEY;
@@ -448,7 +458,7 @@ static void release(Decoder *d) {
         Py_XDECREF(d->refs[i].str);
     PyMem_Free(d->refs);
     Ints *ints[] = {&d->function_key, &d->primitive_calls, &d->total_calls, &d->callee_key, &d->caller_key,
-                    &d->edge_total_calls, &d->edge_primitive_calls};
+                    &d->edge_total_calls, &d->edge_primitive_calls, &d->key_row};
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         PyMem_Free(ints[i]->data);
     Reals *reals[] = {&d->own_time, &d->cumulative_time, &d->edge_own_time, &d->edge_cumulative_time};
@@ -458,19 +468,25 @@ static void release(Decoder *d) {
 }
 
 PyDoc_STRVAR(decode_doc,
-"decode(data) -> (keys, function_keys, callee_keys, caller_keys, counts, times) or None\n\n"
+"decode(data, known) -> (keys, function_keys, callee_keys, caller_keys, counts, times, key_rows) or None\n\n"
 "keys: the function keys the dump spells out, as (filename, lineno, function_name) tuples;\n"
+"key_rows: int64 bytes, each of those keys' value in the dict known, or -1 where it has none;\n"
 "function_keys, callee_keys, caller_keys: int64 bytes, indexes into keys, one per function / caller edge;\n"
 "counts: int64 bytes, primitive calls and total calls per function, then total calls and primitive\n"
 "calls per edge; times: float64 bytes, own and cumulative time per function, then per edge.\n"
 "None when the dump is not the common shape; the Python reader then decides.");
 
-static PyObject *decode(PyObject *module, PyObject *arg) {
+static PyObject *decode(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *data, *known;
+    if (!PyArg_ParseTuple(args, "OO!:decode", &data, &PyDict_Type, &known))
+        return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE))
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE))
         return NULL;
     Decoder d;
     memset(&d, 0, sizeof d);
+    d.known = known;
     d.at = view.buf;
     d.end = d.at + view.len;
     PyObject *result = NULL;
@@ -489,17 +505,18 @@ static PyObject *decode(PyObject *module, PyObject *arg) {
     const void *times[] = {d.own_time.data, d.cumulative_time.data, d.edge_own_time.data,
                            d.edge_cumulative_time.data};
     const void *function_keys[] = {d.function_key.data}, *callee_keys[] = {d.callee_key.data},
-               *caller_keys[] = {d.caller_key.data};
+               *caller_keys[] = {d.caller_key.data}, *key_rows[] = {d.key_row.data};
     PyObject *parts[] = {
         joined(function_keys, &d.function_key.size, 1, sizeof(int64_t)),
         joined(callee_keys, &d.callee_key.size, 1, sizeof(int64_t)),
         joined(caller_keys, &d.caller_key.size, 1, sizeof(int64_t)),
         joined(counts, count_sizes, 4, sizeof(int64_t)),
         joined(times, count_sizes, 4, sizeof(double)), /* the same sizes: a time per count */
+        joined(key_rows, &d.key_row.size, 1, sizeof(int64_t)),
     };
-    if (parts[0] && parts[1] && parts[2] && parts[3] && parts[4])
-        result = PyTuple_Pack(6, d.keys, parts[0], parts[1], parts[2], parts[3], parts[4]);
-    for (int i = 0; i < 5; i++)
+    if (parts[0] && parts[1] && parts[2] && parts[3] && parts[4] && parts[5])
+        result = PyTuple_Pack(7, d.keys, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+    for (int i = 0; i < 6; i++)
         Py_XDECREF(parts[i]);
 done:
     release(&d);
@@ -508,13 +525,14 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"decode", decode, METH_O, decode_doc},
+    {"decode", decode, METH_VARARGS, decode_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_pstats_columns",
     "cProfile dumps decoded straight into columns (see etl/readers/cprofile.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__pstats_columns(void) {

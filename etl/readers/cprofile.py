@@ -378,19 +378,23 @@ def _columns_to_tables(known: _KnownKeys, rows: np.ndarray, counts: pa.Array, ti
 
 # -- the compiled path ------------------------------------------------------------------------------
 # _pstats_columns.c reads the marshal bytes straight into counts and times and makes only the keys the
-# dump spells out (~400 of a dump's ~660 keys; the rest refer back to them), ~3x faster than
-# marshal.loads alone. It declines (None) whatever is not the common shape, by the fast path's rule.
+# dump spells out (~400 of a dump's ~660 keys; the rest refer back to them), looking each up in the
+# known keys; ~3x faster than marshal.loads alone. It declines (None) whatever is not the common shape,
+# by the fast path's rule.
 # One thing a column decoder cannot see is a key repeated within a dict, where marshal.loads keeps
 # the last value: that is checked here, on the keys' rows.
 def _compiled_tables(data: bytes) -> CProfileData:
-    decoded = _compiled.decode(data)
+    known = _known
+    decoded = _compiled.decode(data, known.row)  # looks each key up in known.row as it reads it
     if decoded is None:
         raise _Unusual
-    keys, function_keys, callee_keys, caller_keys, counts, times = decoded
-    try:
-        key_rows, known = _key_rows(keys)
-    except _DECLINE as e:
-        raise _Unusual from e
+    keys, function_keys, callee_keys, caller_keys, counts, times, key_rows = decoded
+    key_rows = np.frombuffer(key_rows, np.int64)
+    if key_rows.min() < 0:  # keys not seen before
+        try:
+            key_rows, known = _key_rows(keys)
+        except _DECLINE as e:
+            raise _Unusual from e
     function_rows = key_rows[np.frombuffer(function_keys, np.int64)]
     callee_rows = key_rows[np.frombuffer(callee_keys, np.int64)]
     caller_rows = key_rows[np.frombuffer(caller_keys, np.int64)]
