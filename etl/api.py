@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import pstats
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,14 +113,20 @@ class FetchResult:
         edges = self.callers()
         if self.group_by:
             edges = _filter_group(edges, self.group_by, group)
-        for e in edges.to_pylist():
-            callers[(e["filename"], e["lineno"], e["function_name"])][
-                (e["caller_filename"], e["caller_lineno"], e["caller_function_name"])
-            ] = (e["total_calls"], e["primitive_calls"], e["tottime"], e["cumtime"])
+        # Column by column: a row at a time (to_pylist's dicts) took twice as long.
+        for callee, caller, value in zip(
+            _rows(edges, "filename", "lineno", "function_name"),
+            _rows(edges, "caller_filename", "caller_lineno", "caller_function_name"),
+            _rows(edges, "total_calls", "primitive_calls", "tottime", "cumtime"),
+        ):
+            callers[callee][caller] = value
         stats = pstats.Stats()
-        for r in _filter_group(self._every_function(), self.group_by, group).to_pylist():
-            key = (r["filename"], r["lineno"], r["function_name"])
-            stats.stats[key] = (r["primitive_calls"], r["total_calls"], r["tottime"], r["cumtime"], callers.get(key, {}))
+        functions = _filter_group(self._every_function(), self.group_by, group)
+        for key, (cc, nc, tt, ct) in zip(
+            _rows(functions, "filename", "lineno", "function_name"),
+            _rows(functions, "primitive_calls", "total_calls", "tottime", "cumtime"),
+        ):
+            stats.stats[key] = (cc, nc, tt, ct, callers.get(key, {}))
         stats.files = self.group_intervals(group)["source_uri"].to_pylist()
         stats.get_top_level_stats()
         return stats
@@ -156,6 +162,11 @@ def _group_rank(column: str, value: str) -> tuple:
     """Sort key of a group value: modes and job phases in smdebug's enum order, nodes by name."""
     order = _JOB_PHASE_ORDER if column == "job_phase" else _MODE_ORDER if column.endswith("_mode") else {}
     return (order.get(value, len(order)), value)
+
+
+def _rows(table: pa.Table, *columns: str) -> Iterator[tuple]:
+    """The values of ``columns``, a tuple per row."""
+    return zip(*(table[c].to_pylist() for c in columns))
 
 
 def _filter_group(table: pa.Table, columns: Sequence[str], values: tuple) -> pa.Table:
