@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -40,8 +41,9 @@
 #define TYPE_SHORT_ASCII 'z'
 #define TYPE_SHORT_ASCII_INTERNED 'Z'
 
-/* What a reference slot holds: only the objects a pstats dump shares are of use. */
-enum ref_kind { REF_UNUSABLE, REF_STR, REF_INT, REF_FLOAT, REF_KEY };
+/* What a reference slot holds: only the objects a pstats dump shares are of use. REF_BUILDING: a
+ * tuple whose items are still being read. */
+enum ref_kind { REF_UNUSABLE, REF_BUILDING, REF_STR, REF_INT, REF_FLOAT, REF_KEY };
 
 typedef struct {
     enum ref_kind kind;
@@ -61,7 +63,10 @@ typedef struct {
     Py_ssize_t size, capacity;
 } Reals;
 
-enum { DECLINE = -1, FAILED = -2 }; /* FAILED: a Python exception is set (out of memory) */
+/* FAILED: a Python exception is set (out of memory). CYCLE: a reference to a tuple from inside itself,
+ * which no pstats dump holds and on which marshal.loads can crash (hashing a key that contains itself
+ * recurses until the C stack overflows), so it is refused here, not declined. */
+enum { DECLINE = -1, FAILED = -2, CYCLE = -3 };
 
 typedef struct {
     const unsigned char *at, *end;
@@ -129,11 +134,22 @@ static int read_int32(Decoder *d, int32_t *value) {
 }
 
 /* A TYPE_REF's slot, if it holds the wanted kind. */
-static Ref *referenced(Decoder *d, enum ref_kind kind) {
+static int referenced(Decoder *d, enum ref_kind kind, Ref **ref) {
     int32_t index;
-    if (read_int32(d, &index) || index < 0 || index >= d->ref_count || d->refs[index].kind != kind)
-        return NULL;
-    return &d->refs[index];
+    if (read_int32(d, &index) || index < 0 || index >= d->ref_count)
+        return DECLINE;
+    if (d->refs[index].kind == REF_BUILDING)
+        return CYCLE;
+    if (d->refs[index].kind != kind)
+        return DECLINE;
+    *ref = &d->refs[index];
+    return 0;
+}
+
+/* A tuple is read: references to it are no longer cycles. */
+static void finish(Decoder *d, Py_ssize_t slot) {
+    if (slot >= 0 && d->refs[slot].kind == REF_BUILDING)
+        d->refs[slot].kind = REF_UNUSABLE;
 }
 
 /* A str: a new reference in *out. */
@@ -144,9 +160,10 @@ static int read_str(Decoder *d, PyObject **out) {
     int flag = type & FLAG_REF;
     type &= ~FLAG_REF;
     if (type == TYPE_REF) {
-        Ref *ref = referenced(d, REF_STR);
-        if (ref == NULL)
-            return DECLINE;
+        Ref *ref;
+        int status = referenced(d, REF_STR, &ref);
+        if (status)
+            return status;
         Py_INCREF(ref->str);
         *out = ref->str;
         return 0;
@@ -211,9 +228,10 @@ static int read_count(Decoder *d, int64_t *out) {
     type &= ~FLAG_REF;
     int64_t value;
     if (type == TYPE_REF) {
-        Ref *ref = referenced(d, REF_INT);
-        if (ref == NULL)
-            return DECLINE;
+        Ref *ref;
+        int status = referenced(d, REF_INT, &ref);
+        if (status)
+            return status;
         *out = ref->integer;
         return 0;
     } else if (type == TYPE_INT) {
@@ -261,9 +279,10 @@ static int read_time(Decoder *d, double *out) {
     type &= ~FLAG_REF;
     double value;
     if (type == TYPE_REF) {
-        Ref *ref = referenced(d, REF_FLOAT);
-        if (ref == NULL)
-            return DECLINE;
+        Ref *ref;
+        int status = referenced(d, REF_FLOAT, &ref);
+        if (status)
+            return status;
         *out = ref->real;
         return 0;
     }
@@ -314,7 +333,7 @@ static int read_tuple_header(Decoder *d, Py_ssize_t size, Py_ssize_t *slot) {
     if (n != size)
         return DECLINE;
     *slot = -1;
-    if (flag && (*slot = add_ref(d, REF_UNUSABLE)) < 0)
+    if (flag && (*slot = add_ref(d, REF_BUILDING)) < 0)
         return FAILED;
     return 0;
 }
@@ -323,9 +342,10 @@ static int read_tuple_header(Decoder *d, Py_ssize_t size, Py_ssize_t *slot) {
 static int read_key(Decoder *d, Py_ssize_t *key) {
     if (d->at < d->end && (*d->at & ~FLAG_REF) == TYPE_REF) {
         d->at++;
-        Ref *ref = referenced(d, REF_KEY);
-        if (ref == NULL)
-            return DECLINE;
+        Ref *ref;
+        int status = referenced(d, REF_KEY, &ref);
+        if (status)
+            return status;
         *key = ref->key;
         return 0;
     }
@@ -367,11 +387,12 @@ done:
     return status;
 }
 
-static int read_dict_header(Decoder *d) {
+static int read_dict_header(Decoder *d, Py_ssize_t *slot) {
     int type;
     if (read_byte(d, &type) || (type & ~FLAG_REF) != TYPE_DICT)
         return DECLINE;
-    if ((type & FLAG_REF) && add_ref(d, REF_UNUSABLE) < 0)
+    *slot = -1;
+    if ((type & FLAG_REF) && (*slot = add_ref(d, REF_UNUSABLE)) < 0) /* no dict is hashed: no crash */
         return FAILED;
     return 0;
 }
@@ -393,7 +414,8 @@ static int at_dict_end(Decoder *d) {
     } while (0)
 
 static int read_callers(Decoder *d, int64_t callee) {
-    TRY(read_dict_header(d));
+    Py_ssize_t callers;
+    TRY(read_dict_header(d, &callers));
     while (!at_dict_end(d)) {
         Py_ssize_t caller, slot;
         int64_t total_calls, primitive_calls;
@@ -410,12 +432,15 @@ static int read_callers(Decoder *d, int64_t callee) {
         TRY(push_int(&d->edge_primitive_calls, primitive_calls));
         TRY(push_real(&d->edge_own_time, own_time));
         TRY(push_real(&d->edge_cumulative_time, cumulative_time));
+        finish(d, slot);
     }
+    finish(d, callers);
     return 0;
 }
 
 static int read_stats(Decoder *d) {
-    TRY(read_dict_header(d));
+    Py_ssize_t stats;
+    TRY(read_dict_header(d, &stats));
     while (!at_dict_end(d)) {
         Py_ssize_t function, slot;
         int64_t primitive_calls, total_calls;
@@ -432,8 +457,152 @@ static int read_stats(Decoder *d) {
         TRY(push_real(&d->own_time, own_time));
         TRY(push_real(&d->cumulative_time, cumulative_time));
         TRY(read_callers(d, function));
+        finish(d, slot);
     }
+    finish(d, stats);
     return 0;
+}
+
+/* -- the cycle check ----------------------------------------------------------------------------
+ * When the decoder declines, marshal.loads reads the dump. It crashes the process on a tuple that holds
+ * a reference to itself (hashing it recurses until the C stack overflows; marshal.loads hashes every
+ * dict key): the walk below reads any marshal stream of plain values and finds such a cycle first. It
+ * gives up (GIVE_UP: marshal.loads decides) on what it does not know, such as code objects. */
+#define GIVE_UP (-4)
+#define MAX_DEPTH 2000 /* marshal.loads refuses deeper nesting itself */
+
+typedef struct {
+    const unsigned char *at, *end;
+    unsigned char *building; /* per reference slot: a tuple still being read */
+    Py_ssize_t count, capacity;
+} Walk;
+
+static int walk_skip(Walk *w, Py_ssize_t size) {
+    if (size < 0 || w->end - w->at < size)
+        return GIVE_UP;
+    w->at += size;
+    return 0;
+}
+
+static int walk_int32(Walk *w, int32_t *value) {
+    if (w->end - w->at < 4)
+        return GIVE_UP;
+    const unsigned char *b = w->at;
+    *value = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+    w->at += 4;
+    return 0;
+}
+
+static Py_ssize_t walk_slot(Walk *w, int building) {
+    if (w->count == w->capacity) {
+        Py_ssize_t wanted = w->capacity ? w->capacity * 2 : 256;
+        unsigned char *bigger = PyMem_Realloc(w->building, (size_t)wanted);
+        if (bigger == NULL) {
+            PyErr_NoMemory();
+            return FAILED;
+        }
+        w->building = bigger;
+        w->capacity = wanted;
+    }
+    w->building[w->count] = (unsigned char)building;
+    return w->count++;
+}
+
+static int walk(Walk *w, int depth) {
+    if (depth > MAX_DEPTH || w->at >= w->end)
+        return GIVE_UP;
+    int type = *w->at++;
+    int flag = type & FLAG_REF;
+    type &= ~FLAG_REF;
+    int32_t n;
+    int status;
+    switch (type) {
+    case 'N': case 'F': case 'T': case 'S': case '.': /* None, False, True, StopIteration, Ellipsis */
+        break;
+    case TYPE_NULL:
+        return GIVE_UP; /* only a dict's end, handled there */
+    case TYPE_INT:
+        if ((status = walk_skip(w, 4)))
+            return status;
+        break;
+    case TYPE_BINARY_FLOAT:
+        if ((status = walk_skip(w, 8)))
+            return status;
+        break;
+    case 'y': /* binary complex */
+        if ((status = walk_skip(w, 16)))
+            return status;
+        break;
+    case 'f': /* text float */
+        if (w->at >= w->end || (status = walk_skip(w, 1 + *w->at)))
+            return GIVE_UP;
+        break;
+    case 'x': /* text complex */
+        for (int part = 0; part < 2; part++)
+            if (w->at >= w->end || walk_skip(w, 1 + *w->at))
+                return GIVE_UP;
+        break;
+    case TYPE_LONG:
+        if ((status = walk_int32(w, &n)) || n == INT32_MIN || (status = walk_skip(w, 2 * (Py_ssize_t)abs(n))))
+            return GIVE_UP;
+        break;
+    case TYPE_SHORT_ASCII: case TYPE_SHORT_ASCII_INTERNED:
+        if (w->at >= w->end || walk_skip(w, 1 + *w->at))
+            return GIVE_UP;
+        break;
+    case 's': case TYPE_ASCII: case TYPE_ASCII_INTERNED: case TYPE_UNICODE: case TYPE_INTERNED:
+        if ((status = walk_int32(w, &n)) || (status = walk_skip(w, n)))
+            return GIVE_UP;
+        break;
+    case TYPE_REF:
+        if ((status = walk_int32(w, &n)) || n < 0 || n >= w->count)
+            return GIVE_UP;
+        return w->building[n] ? CYCLE : 0;
+    case TYPE_SMALL_TUPLE: case TYPE_TUPLE: case '[': case '<': case '>': { /* tuple, list, set, frozenset */
+        if (type == TYPE_SMALL_TUPLE) {
+            if (w->at >= w->end)
+                return GIVE_UP;
+            n = *w->at++;
+        } else if ((status = walk_int32(w, &n)) || n < 0) {
+            return GIVE_UP;
+        }
+        int tuple = type == TYPE_SMALL_TUPLE || type == TYPE_TUPLE;
+        Py_ssize_t slot = -1;
+        if (flag && (slot = walk_slot(w, tuple)) < 0)
+            return FAILED;
+        for (int32_t i = 0; i < n; i++)
+            if ((status = walk(w, depth + 1)))
+                return status;
+        if (slot >= 0)
+            w->building[slot] = 0;
+        return 0;
+    }
+    case TYPE_DICT: {
+        Py_ssize_t slot = -1;
+        if (flag && (slot = walk_slot(w, 0)) < 0)
+            return FAILED;
+        while (w->at < w->end && *w->at != TYPE_NULL)
+            for (int item = 0; item < 2; item++)
+                if ((status = walk(w, depth + 1)))
+                    return status;
+        if ((status = walk_skip(w, 1)))
+            return status;
+        return 0;
+    }
+    default:
+        return GIVE_UP; /* code objects and anything newer */
+    }
+    if (flag && walk_slot(w, 0) < 0)
+        return FAILED;
+    return 0;
+}
+
+/* CYCLE, FAILED, or 0 (none found, or gave up). */
+static int find_cycle(const unsigned char *data, Py_ssize_t size) {
+    Walk w = {data, data + size, NULL, 0, 0};
+    int status = walk(&w, 0);
+    PyMem_Free(w.building);
+    return status == CYCLE || status == FAILED ? status : 0;
 }
 
 /* Bytes of the columns laid end to end. */
@@ -474,7 +643,8 @@ PyDoc_STRVAR(decode_doc,
 "function_keys, callee_keys, caller_keys: int64 bytes, indexes into keys, one per function / caller edge;\n"
 "counts: int64 bytes, primitive calls and total calls per function, then total calls and primitive\n"
 "calls per edge; times: float64 bytes, own and cumulative time per function, then per edge.\n"
-"None when the dump is not the common shape; the Python reader then decides.");
+"None when the dump is not the common shape; the Python reader then decides.\n"
+"ValueError for a reference to a tuple from inside itself, which marshal.loads may crash on.");
 
 static PyObject *decode(PyObject *module, PyObject *args) {
     (void)module;
@@ -492,9 +662,17 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     PyObject *result = NULL;
     d.keys = PyList_New(0);
     int status = d.keys == NULL ? FAILED : read_stats(&d);
+    if (status == DECLINE) { /* marshal.loads will read it: not if it could crash */
+        int cycle = find_cycle(view.buf, view.len);
+        status = cycle ? cycle : DECLINE;
+    }
     if (status == FAILED)
         goto done;
-    if (status == DECLINE || d.function_key.size == 0) { /* an empty dump: the Python reader decides */
+    if (status == CYCLE) {
+        PyErr_SetString(PyExc_ValueError, "marshal data refers to a tuple from inside itself");
+        goto done;
+    }
+    if (status == DECLINE || d.function_key.size == 0) { /* the Python reader decides */
         result = Py_NewRef(Py_None);
         goto done;
     }

@@ -142,6 +142,8 @@ def read_cprofile(data: bytes) -> CProfileData:
             return _compiled_tables(data)
         except _Unusual:
             pass
+        except _Refused as e:
+            raise _bad(str(e)) from None
     stats = _load(data)
     try:
         return _fast_tables(stats)
@@ -241,6 +243,11 @@ _DECLINE = (TypeError, ValueError, OverflowError, LookupError, struct.error, pa.
 
 class _Unusual(Exception):
     """The fast path declines this dump; the careful path decides."""
+
+
+class _Refused(Exception):
+    """The compiled decoder refuses this dump outright: no pstats dump is so, and marshal.loads could
+    crash the process on it."""
 
 
 @dataclass(frozen=True)
@@ -385,7 +392,10 @@ def _columns_to_tables(known: _KnownKeys, rows: np.ndarray, counts: pa.Array, ti
 # the last value: that is checked here, on the keys' rows.
 def _compiled_tables(data: bytes) -> CProfileData:
     known = _known
-    decoded = _compiled.decode(data, known.row)  # looks each key up in known.row as it reads it
+    try:
+        decoded = _compiled.decode(data, known.row)  # looks each key up in known.row as it reads it
+    except ValueError as e:  # never handed to marshal.loads, which may crash on it
+        raise _Refused(str(e)) from e
     if decoded is None:
         raise _Unusual
     keys, function_keys, callee_keys, caller_keys, counts, times, key_rows = decoded
