@@ -747,7 +747,9 @@ class _Intervals:
     Parquet data file of the intervals table, in its declared order, into the run's spool (a 100,000-file
     batch held ~130 MB of rows, and deltalake's writer as much again)."""
 
-    SPOOL_ROWS = 20_000
+    # The memory held, and taken to sort and write them, grows with the rows up to this many (20,000
+    # held ~10 MB and took ~30 MB more to write): past it, it no longer grows with the corpus.
+    SPOOL_ROWS = 5_000
 
     def __init__(self, directory: str, batch_id: str, options: dict) -> None:
         self._spec = table_spec("intervals")
@@ -777,8 +779,8 @@ class _Intervals:
         self.files.append(write_data_file("intervals", rows, self._directory, self._batch_id, self._options))
         self._batches, self._held = [], 0
         del rows
-        # The allocators would keep the ~35 MB that sorting and writing 20,000 rows took to the end of
-        # the run, while the workers parse: at 100,000 files the main process's largest growth.
+        # The allocators would keep what sorting and writing the rows took to the end of the run, while
+        # the workers parse.
         release_memory()
 
     def reader(self, columns: list[str] | None = None) -> pa.RecordBatchReader:

@@ -4,7 +4,8 @@
 -- merge_phase_function_*.sql; a job missing here had no live intervals before the batch.
 -- Parameters: $batch_id.
 -- Columns: job_id, built_from.
-SELECT job_id, md5(string_agg(interval_id, ',' ORDER BY interval_id)) AS built_from
+SELECT job_id, md5(concat_ws(':', 'intervals-v2', count(*), bit_xor(md5_number(interval_id)),
+                             sum(md5_number_upper(interval_id)), sum(md5_number_lower(interval_id)))) AS built_from
 FROM intervals
 WHERE profiler = 'cprofile' AND batch_id <> $batch_id
 GROUP BY job_id

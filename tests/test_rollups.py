@@ -12,10 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from conftest import JobBuilder, assert_same_pstats, pstats_of
-from etl import Profiles, ingest
+from etl import Profiles, ingest, queries
 from etl.rollups import PHASE_TABLES, fresh_jobs, live_fingerprints
 from etl.store import Store
 
@@ -210,3 +211,84 @@ def test_killed_at_every_commit_the_rollups_end_fresh_and_right(tmp_path):
         for group in expected.groups():
             assert_same_pstats(answer.to_pstats(group).stats, expected.to_pstats(group).stats)
     assert killed >= 4  # facts, intervals, both roll-up tables at least
+
+
+def fingerprints_of(rows: list[tuple[str, str, str, str]], batch_id: str | None = None) -> dict[str, str]:
+    """phase_fingerprints (or phase_fingerprints_before ``batch_id``) over intervals (job, id, profiler, batch)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE intervals (job_id VARCHAR, interval_id VARCHAR, profiler VARCHAR, batch_id VARCHAR)")
+    if rows:
+        con.executemany("INSERT INTO intervals VALUES (?, ?, ?, ?)", rows)
+    if batch_id is None:
+        table = queries.run_named(con, "phase_fingerprints", {})
+    else:
+        table = queries.run_named(con, "phase_fingerprints_before", {"batch_id": batch_id})
+    return dict(zip(table["job_id"].to_pylist(), table["built_from"].to_pylist()))
+
+
+def test_the_fingerprint_is_the_set_of_live_cprofile_intervals():
+    ids = [f"{i:020x}" for i in range(0, 3000, 7)]
+    rows = [("job-1", i, "cprofile", "b1") for i in ids] + [("job-2", i, "cprofile", "b1") for i in ids[:50]]
+    base = fingerprints_of(rows)
+    doubled = fingerprints_of(rows + 2 * [("job-1", "a" * 20, "cprofile", "b1")])
+    assert set(base) == {"job-1", "job-2"} and len({base["job-1"], base["job-2"], doubled["job-1"]}) == 3
+    # The same set in any order, with pyinstrument intervals beside it: the same fingerprint.
+    assert fingerprints_of(list(reversed(rows))) == base
+    assert fingerprints_of(rows + [("job-1", "ffff", "pyinstrument", "b1")]) == base
+    # Any change to one job's set changes its fingerprint, and only its.
+    changed = {
+        "one more": rows + [("job-1", "0" * 19 + "1", "cprofile", "b2")],
+        "one fewer": rows[1:],
+        "one replaced": [("job-1", "0" * 19 + "1", "cprofile", "b2")] + rows[1:],
+        # Same count and XOR as ``doubled`` (another id twice, where XOR cancels): the sums tell them apart.
+        "another id doubled": rows + 2 * [("job-1", "b" * 20, "cprofile", "b1")],
+    }
+    for what, other in changed.items():
+        now = fingerprints_of(other)
+        assert now["job-1"] != (doubled if what == "another id doubled" else base)["job-1"], what
+        assert now["job-2"] == base["job-2"], what
+    # Before a batch: the fingerprint of the set without that batch's intervals.
+    later = rows + [("job-1", "0" * 19 + "1", "cprofile", "b2"), ("job-3", "0" * 19 + "2", "cprofile", "b2")]
+    assert fingerprints_of(later, batch_id="b2") == base
+
+
+def test_rollups_stamped_with_the_old_fingerprint_are_rebuilt_by_the_next_ingest(tmp_path):
+    """A store written by a proflake that fingerprinted with md5 of the sorted interval ids: its roll-ups
+    read as stale (fetches answer from the facts), and the next ingest rebuilds them, whether or not it
+    finds new files."""
+    source = tmp_path / "src"
+    files = build_jobs(source, jobs=("job-1", "job-2"), nodes=2, steps=3)
+    store = tmp_path / "store"
+    ingest(str(source), str(store))
+
+    def stamp_the_old_way() -> None:
+        st = Store(str(store))
+        con = st.connect()
+        for name in PHASE_TABLES:
+            rows = con.sql(
+                f"SELECT * REPLACE (old.built_from AS built_from) FROM {name} JOIN ("
+                "  SELECT job_id, md5(string_agg(interval_id, ',' ORDER BY interval_id)) AS built_from"
+                "  FROM intervals WHERE profiler = 'cprofile' GROUP BY job_id) AS old USING (job_id)"
+            ).to_arrow_table()
+            st.replace_jobs(name, rows, ["job-1", "job-2"], "old-proflake")
+        con.close()
+
+    stamp_the_old_way()
+    old = Profiles(str(store))
+    assert old._phase_rollup_state() == (set(), {"job-1", "job-2"})
+    every_train_step = [p for key, paths in files.items() if key[0] == "job-1" and key[2:4] == ("train", "train") for p in paths]
+    assert_same_pstats(old.by_training_phase(job="job-1", node="all").to_pstats(("train", "train")).stats, pstats_of(every_train_step))
+
+    said: list[str] = []
+    assert ingest(str(source), str(store), log=said.append).new_intervals == 0
+    assert "rebuilt the phase roll-ups of 2 job(s)" in said
+    answers_like_the_facts(store, ["job-1", "job-2"])
+
+    # Again, and this time the run brings a new file for job-2: the old rows cannot be added to.
+    ingest(str(source), str(store))  # (the roll-ups dropped above come back)
+    stamp_the_old_way()
+    JobBuilder(source / "job-2").cprofile("algo-1", "train-9-stepstart-90000_train-9-stepend-90500", "a")
+    said.clear()
+    assert ingest(str(source), str(store), log=said.append).new_intervals == 1
+    assert "rebuilt the phase roll-ups of 2 job(s)" in said and not any("added" in m for m in said)
+    answers_like_the_facts(store, ["job-1", "job-2"])
