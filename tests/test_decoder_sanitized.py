@@ -18,30 +18,17 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "etl" / "readers" / "_pstats_columns.c"
 
 CHILD = r"""
-import importlib.util, random, sys
+import importlib.util, sys
+sys.path.insert(0, sys.argv[3])
+from damage import damaged
 spec = importlib.util.spec_from_file_location("_pstats_columns", sys.argv[1])
 decoder = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(decoder)
-dumps = [open(path, "rb").read() for path in sys.argv[3:]]
-rng = random.Random(1)
 outcomes = {"columns": 0, "declined": 0, "refused": 0}
 known = {}
-for _ in range(int(sys.argv[2])):
-    data = bytearray(rng.choice(dumps))
-    how = rng.randrange(4)
-    if how == 0:
-        for _ in range(rng.randint(1, 6)):
-            data[rng.randrange(len(data))] = rng.randrange(256)
-    elif how == 1:
-        del data[rng.randrange(len(data)):]
-    elif how == 2:
-        at = rng.randrange(len(data))
-        data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
-    else:
-        at = rng.randrange(len(data))
-        del data[at:at + rng.randint(1, 16)]
+for data in damaged([open(path, "rb").read() for path in sys.argv[4:]], int(sys.argv[2]), seed=1):
     try:
-        result = decoder.decode(bytes(data), known)
+        result = decoder.decode(data, known)
     except ValueError:
         outcomes["refused"] += 1
         continue
@@ -74,7 +61,7 @@ def test_the_decoder_survives_damaged_dumps_under_sanitizers(tmp_path):
     )
     dumps = [str(p) for p in sorted(LEGACY.rglob("python_stats")) + sorted(FORMAT_SAMPLES.glob("*.pstats"))]
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(module), "50000", *dumps],
+        [sys.executable, "-c", CHILD, str(module), "50000", str(Path(__file__).parent), *dumps],
         capture_output=True, text=True, timeout=1800,
         env={**os.environ, "LD_PRELOAD": f"{asan} {ubsan}", "ASAN_OPTIONS": "detect_leaks=0"},
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import marshal
 import pstats
-import random
 import struct
 
 import pytest
@@ -13,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FORMAT_SAMPLES, LEGACY
+from damage import damaged
 from etl.errors import ParseError
 from etl.readers import cprofile as cprofile_reader
 from etl.readers.cprofile import read_cprofile
@@ -250,31 +250,12 @@ def test_compiled_decoder_agrees_on_shared_keys_and_big_numbers(keys, data):
 _SMALL_DUMP = min(CPROFILE_FILES, key=lambda p: p.stat().st_size).read_bytes()
 
 
-def _damaged_dumps(count: int) -> list[bytes]:
-    """Real dumps with bytes flipped, inserted or cut, from a fixed seed. Not drawn by hypothesis: some
-    damage makes marshal.loads itself crash the process (a garbled code object), which the Python path
-    does not survive, so the inputs must be ones seen to pass, whatever hypothesis version runs."""
-    rng = random.Random(20261130)
-    dumps = [_SMALL_DUMP, CPROFILE_FILES[0].read_bytes()]
-    damaged = []
-    for _ in range(count):
-        data = bytearray(rng.choice(dumps))
-        how = rng.randrange(3)
-        if how == 0:
-            for _ in range(rng.randint(1, 3)):
-                data[rng.randrange(len(data))] = rng.randrange(256)
-        elif how == 1:
-            del data[rng.randrange(len(data)):]
-        else:
-            at = rng.randrange(len(data))
-            data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
-        damaged.append(bytes(data))
-    return damaged
-
-
 def test_compiled_decoder_agrees_on_damaged_dumps():
+    # A fixed seed, not hypothesis: some damage makes marshal.loads itself crash the process (a garbled
+    # code object), which the Python path does not survive, so the inputs must be ones seen to pass,
+    # whatever hypothesis version runs.
     refused = 0
-    for data in _damaged_dumps(600):
+    for data in damaged([_SMALL_DUMP, CPROFILE_FILES[0].read_bytes()], 600, seed=20261130):
         compiled = _outcome(read_cprofile, data)
         if compiled[0] == "error" and "from inside itself" in compiled[2]:
             refused += 1  # the Python path would hand these to marshal.loads, which may crash on them
