@@ -315,8 +315,7 @@ def _phase_partial(rollup: str, facts: pa.Table, key_ids: tuple[np.ndarray, ...]
         # The interval keys are dictionaries with a value per file, repeated: grouping on them hashed far
         # slower than on plain strings (173 ms instead of 55 ms for a 600-file segment).
         grouped = facts.select(keys + list(PHASE_MEASURES))
-        plain = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in grouped.columns]
-        grouped = pa.Table.from_arrays(plain, names=grouped.column_names)
+        grouped = pa.Table.from_arrays([_plain(c) for c in grouped.columns], names=grouped.column_names)
         by = keys
     else:
         codes = {"_interval": _interval_codes([facts[name] for name in keys if name in INTERVAL_KEY_COLUMNS])}

@@ -124,13 +124,27 @@ static int read_byte(Decoder *d, int *value) {
     return 0;
 }
 
-static int read_int32(Decoder *d, int32_t *value) {
-    if (d->end - d->at < 4)
+/* A type byte: the type, and whether it carries FLAG_REF. */
+static int read_type(Decoder *d, int *type, int *flag) {
+    if (read_byte(d, type))
         return DECLINE;
-    const unsigned char *b = d->at;
-    *value = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
-    d->at += 4;
+    *flag = *type & FLAG_REF;
+    *type &= ~FLAG_REF;
     return 0;
+}
+
+/* A little-endian 4-byte int at *at, if the data holds one; the decoder's and the walk's. */
+static int int32_at(const unsigned char **at, const unsigned char *end, int32_t *value) {
+    if (end - *at < 4)
+        return -1;
+    const unsigned char *b = *at;
+    *value = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+    *at += 4;
+    return 0;
+}
+
+static int read_int32(Decoder *d, int32_t *value) {
+    return int32_at(&d->at, d->end, value) ? DECLINE : 0;
 }
 
 /* A TYPE_REF's slot, if it holds the wanted kind. */
@@ -154,11 +168,9 @@ static void finish(Decoder *d, Py_ssize_t slot) {
 
 /* A str: a new reference in *out. */
 static int read_str(Decoder *d, PyObject **out) {
-    int type;
-    if (read_byte(d, &type))
+    int type, flag;
+    if (read_type(d, &type, &flag))
         return DECLINE;
-    int flag = type & FLAG_REF;
-    type &= ~FLAG_REF;
     if (type == TYPE_REF) {
         Ref *ref;
         int status = referenced(d, REF_STR, &ref);
@@ -221,11 +233,9 @@ static int read_str(Decoder *d, PyObject **out) {
 
 /* A count or line number: an int in [0, 2**63-1]. */
 static int read_count(Decoder *d, int64_t *out) {
-    int type;
-    if (read_byte(d, &type))
+    int type, flag;
+    if (read_type(d, &type, &flag))
         return DECLINE;
-    int flag = type & FLAG_REF;
-    type &= ~FLAG_REF;
     int64_t value;
     if (type == TYPE_REF) {
         Ref *ref;
@@ -272,11 +282,9 @@ static int read_count(Decoder *d, int64_t *out) {
 
 /* A time: a finite float below 2**63 in size (int times are left to the Python reader). */
 static int read_time(Decoder *d, double *out) {
-    int type;
-    if (read_byte(d, &type))
+    int type, flag;
+    if (read_type(d, &type, &flag))
         return DECLINE;
-    int flag = type & FLAG_REF;
-    type &= ~FLAG_REF;
     double value;
     if (type == TYPE_REF) {
         Ref *ref;
@@ -311,11 +319,9 @@ static int read_time(Decoder *d, double *out) {
 
 /* The header of a tuple of ``size`` items; its reference slot, if flagged, is *slot (else -1). */
 static int read_tuple_header(Decoder *d, Py_ssize_t size, Py_ssize_t *slot) {
-    int type;
-    if (read_byte(d, &type))
+    int type, flag;
+    if (read_type(d, &type, &flag))
         return DECLINE;
-    int flag = type & FLAG_REF;
-    type &= ~FLAG_REF;
     Py_ssize_t n;
     if (type == TYPE_SMALL_TUPLE) {
         int byte;
@@ -485,12 +491,7 @@ static int walk_skip(Walk *w, Py_ssize_t size) {
 }
 
 static int walk_int32(Walk *w, int32_t *value) {
-    if (w->end - w->at < 4)
-        return GIVE_UP;
-    const unsigned char *b = w->at;
-    *value = (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
-    w->at += 4;
-    return 0;
+    return int32_at(&w->at, w->end, value) ? GIVE_UP : 0;
 }
 
 static Py_ssize_t walk_slot(Walk *w, int building) {
