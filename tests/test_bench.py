@@ -143,3 +143,21 @@ def test_bench_2k(tmp_path: Path) -> None:
     data, _ = run_bench(tmp_path, 2000, 4, "--repeats", "3", "--cli-repeats", "2", "--baseline-repeats", "2", timeout=1800)
     check_result(data)
     assert data["corpus"]["raw_bytes"]["cprofile"] > 40e6
+
+
+def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    subprocess.run([sys.executable, "-m", "bench.corpus", "--files", "20", "--nodes", "2", "--out", str(corpus)],
+                   cwd=REPO, check=True, capture_output=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.ab", "--corpus", str(corpus), "--before", str(REPO), "--rounds", "2",
+         "--workers", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = done.stdout.strip()
+    assert line.startswith("1 worker(s): before ") and line.endswith("x")
+    assert "'before': [" in line and "'after': [" in line
+    refused = subprocess.run([sys.executable, "-m", "bench.ab", "--corpus", str(tmp_path), "--before", str(REPO)],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "holds no corpus.json" in refused.stderr
