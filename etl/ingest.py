@@ -750,6 +750,10 @@ class _Intervals:
     # The memory held, and taken to sort and write them, grows with the rows up to this many (20,000
     # held ~10 MB and took ~30 MB more to write): past it, it no longer grows with the corpus.
     SPOOL_ROWS = 5_000
+    # Rows arrive a worker's chunk (~16) at a time; converted to Arrow that often, the conversion's
+    # per-column cost was ~0.3 s of the main process's CPU at 10,000 files. Held as dicts until this
+    # many (~2 MB).
+    BATCH_ROWS = 1_000
 
     def __init__(self, directory: str, batch_id: str, options: dict) -> None:
         self._spec = table_spec("intervals")
@@ -757,6 +761,7 @@ class _Intervals:
         self._batch_id = batch_id
         self._options = options
         self._batches: list[pa.RecordBatch] = []
+        self._rows: list[dict] = []  # not yet converted to a batch
         self._held = 0
         self.files: list[DataFile] = []
         self.num_rows = 0
@@ -764,14 +769,22 @@ class _Intervals:
     def add(self, rows: list[dict]) -> None:
         if not rows:
             return
-        self._batches.append(record_batch(rows, self._spec.arrow_schema))
+        self._rows.extend(rows)
         self._held += len(rows)
         self.num_rows += len(rows)
+        if len(self._rows) >= self.BATCH_ROWS:
+            self._convert()
         if self._held >= self.SPOOL_ROWS:
             self.flush()
 
+    def _convert(self) -> None:
+        if self._rows:
+            self._batches.append(record_batch(self._rows, self._spec.arrow_schema))
+            self._rows = []
+
     def flush(self) -> None:
         """Write what is held (call once more when the last rows are in)."""
+        self._convert()
         if not self._batches:
             return
         rows = pa.Table.from_batches(self._batches, schema=self._spec.arrow_schema)
