@@ -17,7 +17,8 @@ import pytest
 
 from conftest import JobBuilder, assert_same_pstats, pstats_of
 from etl import Profiles, ingest, queries
-from etl.rollups import PHASE_TABLES, fresh_jobs, live_fingerprints
+from etl import rollups
+from etl.rollups import CHECKED_FILE, PHASE_TABLES, fresh_jobs, live_fingerprints
 from etl.store import Store
 
 
@@ -160,6 +161,32 @@ def test_stale_rollups_are_ignored_and_the_next_ingest_rebuilds_them(tmp_path, m
     assert fresh._phase_rollup_state() == ({"job-1"}, {"job-1"})
     answer = fresh.by_training_phase(node="all")
     assert_same_pstats(answer.to_pstats(("train", "train")).stats, pstats_of(every_train_step))
+
+
+def test_an_unchanged_rerun_skips_the_freshness_check_and_any_commit_brings_it_back(tmp_path, monkeypatch):
+    source = tmp_path / "src"
+    build_jobs(source, jobs=("job-1",))
+    store = tmp_path / "store"
+    ingest(str(source), str(store))
+    checks: list[str] = []
+    real = rollups.live_fingerprints
+    monkeypatch.setattr(rollups, "live_fingerprints", lambda con: checks.append("checked") or real(con))
+
+    assert ingest(str(source), str(store)).new_intervals == 0
+    assert checks == []  # the tables are as the last check left them
+    (store / CHECKED_FILE).unlink()
+    ingest(str(source), str(store))
+    assert checks == ["checked"] and (store / CHECKED_FILE).is_file()  # checked, and remembered again
+    ingest(str(source), str(store))
+    assert checks == ["checked"]
+
+    # A commit to a phase table (here: its rows emptied behind the ingest's back) changes its version.
+    st = Store(str(store))
+    st.replace_jobs("phase_function_stats", None, ["job-1"], "elsewhere")
+    said: list[str] = []
+    ingest(str(source), str(store), log=said.append)
+    assert checks == ["checked", "checked"] and "rebuilt the phase roll-ups of 1 job(s)" in said
+    answers_like_the_facts(store, ["job-1"])
 
 
 def test_a_removed_job_loses_its_rollups(tmp_path):
