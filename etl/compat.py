@@ -55,6 +55,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
+
 from etl.api import FetchResult, Profiles, Step
 from etl.errors import SourceError
 from etl.ingest import IngestReport
@@ -422,26 +424,28 @@ class PythonProfileAnalysis:
 
         self._refresh(refresh_stats)
         table = self.profiles.list_profile_stats(profiler=self.name, **self._scope())
-        rows = [
-            (
-                self.name,
-                r["framework"],
-                r["node_id"],
-                r["start_mode"],
-                r["start_step"],
-                parse_phase(r["start_phase"]),
-                r["start_time_us"],
-                r["end_mode"],
-                float("inf") if r["end_step"] is None else r["end_step"],
-                parse_phase(r["end_phase"]),
-                r["end_time_us"],
-                r["source_uri"],
-            )
-            for r in table.to_pylist()
-        ]
-        if not rows:
+        if not table.num_rows:
             print(NO_STATS_FOUND)
-        return pd.DataFrame(rows, columns=list(LIST_COLUMNS))
+            return pd.DataFrame([], columns=list(LIST_COLUMNS))  # as smdebug's: every column of objects
+        # Column by column: 10,000 intervals took ~215 ms as a dict per row (to_pylist), more than
+        # smdebug's own listing; pandas infers each column's type from the same Python values either way.
+        phases = {name: parse_phase(name) for column in ("start_phase", "end_phase")
+                  for name in pc.unique(table[column]).to_pylist()}
+        values = {
+            "profiler_name": [self.name] * table.num_rows,
+            "framework": table["framework"].to_pylist(),
+            "node_id": table["node_id"].to_pylist(),
+            "start_mode": table["start_mode"].to_pylist(),
+            "start_step": table["start_step"].to_pylist(),
+            "start_phase": [phases[p] for p in table["start_phase"].to_pylist()],
+            "start_time_since_epoch_in_micros": table["start_time_us"].to_pylist(),
+            "end_mode": table["end_mode"].to_pylist(),
+            "end_step": [float("inf") if step is None else step for step in table["end_step"].to_pylist()],
+            "end_phase": [phases[p] for p in table["end_phase"].to_pylist()],
+            "end_time_since_epoch_in_micros": table["end_time_us"].to_pylist(),
+            "stats_path": table["source_uri"].to_pylist(),
+        }
+        return pd.DataFrame({column: values[column] for column in LIST_COLUMNS}, columns=list(LIST_COLUMNS))
 
     def list_available_node_ids(self, refresh_stats: bool = True) -> list[str]:
         """The nodes that have stats of this profiler, sorted."""
