@@ -402,7 +402,9 @@ def run_ingest(source: str, store: Path, workers: int | None, profile: str | Non
     live = result.get("live_descendants", [])
     result["worker_cpu_seconds"] = sum(d["cpu_seconds"] for d in live)
     result["worker_peak_rss_mb"] = max((d["peak_rss_mb"] for d in live), default=None)
-    result["peak_rss_self_mb"] = result["maxrss_self_kb"] / 1024
+    # VmHWM where the child could read it: getrusage's figure includes the RSS this process had when it
+    # forked the child (it measured 316 MB for a re-run whose own peak was ~230 MB).
+    result["peak_rss_self_mb"] = (result.get("hwm_self_kb") or result["maxrss_self_kb"]) / 1024
     result["peak_rss_children_mb"] = result["maxrss_children_kb"] / 1024
     # The memory the ingest needs: the larger of the process tree's sampled PSS (shared pages counted
     # once) and the kernel's exact peak RSS of the main process.
