@@ -39,6 +39,10 @@ WRITER_PROPERTIES = WriterProperties(
     compression="ZSTD",
     compression_level=3,
     max_row_group_size=131_072,
+    # Values handed to the column encoders at a time (default 1,024). Each hand-over of a dictionary
+    # column recomputes the statistics of the dictionary values its indices refer to: at 8,192 a fact
+    # segment's sixteen interval-key columns took 16.6 instead of 22.8 ms to write, the same bytes.
+    write_batch_size=8_192,
     column_properties={
         column: ColumnProperties(encoding="BYTE_STREAM_SPLIT", dictionary_enabled=False) for column in _MEASURED_FLOATS
     },
