@@ -209,9 +209,9 @@ def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
     from etl.workers import _fact_table, _phase_partial
 
     rollup = PHASE_ROLLUP_OF[fact_table]
-    table, key_ids = _fact_table(fact_table, _segment_parts(sorted(LEGACY.rglob("python_stats")), fact_table))
+    table, key_ids, starts = _fact_table(fact_table, _segment_parts(sorted(LEGACY.rglob("python_stats")), fact_table))
     assert key_ids is not None and all(len(ids) == table.num_rows for ids in key_ids)
-    by_ids, by_text = _phase_partial(rollup, table, key_ids), _phase_partial(rollup, table)
+    by_ids, by_text = _phase_partial(rollup, table, key_ids, starts), _phase_partial(rollup, table)
     assert by_ids.schema == by_text.schema
     assert sorted(map(str, by_ids.to_pylist())) == sorted(map(str, by_text.to_pylist()))  # the same sums, bit for bit
     assert by_ids.num_rows < table.num_rows  # summed across the files of a node and mode
@@ -219,6 +219,25 @@ def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
         if pa.types.is_dictionary(column.type):
             values = column.chunk(0).dictionary.to_pylist()
             assert len(values) == len(set(values))
+
+
+def test_take_ascending_takes_what_chunked_take_takes():
+    from etl.workers import _single_code, _take_ascending
+
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        sizes = rng.integers(1, 40, rng.integers(2, 30))
+        column = pa.chunked_array([pa.array([f"r{i}" for i in range(start, start + n)])
+                                   for start, n in zip(np.cumsum([0, *sizes[:-1]]), sizes)])
+        rows = np.sort(rng.choice(len(column), rng.integers(0, len(column)), replace=False))
+        expected = column.take(pa.array(rows, pa.int64())).to_pylist()
+        starts = np.cumsum([0, *sizes])
+        assert _take_ascending(column, rows, starts).to_pylist() == expected
+        assert _take_ascending(column, rows).to_pylist() == expected
+        # A layout that does not fit the column is measured again, never trusted.
+        assert _take_ascending(column, rows, np.cumsum([0, len(column)])).to_pylist() == expected
+    assert _single_code([np.array([0, 1, 1]), np.array([2**40, 0, 2**40])]).tolist() == [2**40, 2**40 + 1, 2 * 2**40 + 1]
+    assert _single_code([np.array([2**31]), np.array([2**31])]) is None  # would pass 2**62
 
 
 def test_interval_codes_are_equal_exactly_where_the_values_are():
@@ -246,7 +265,7 @@ def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
     monkeypatch.setattr(cprofile_reader, "_KNOWN_KEYS_LIMIT", 300)  # starts over within the segment
     monkeypatch.setattr(cprofile_reader, "_known", cprofile_reader._NO_KEYS)
     parts = _segment_parts(sorted(LEGACY.rglob("python_stats")) * 2, "function_stats")
-    table, key_ids = _fact_table("function_stats", parts)
+    table, key_ids, _ = _fact_table("function_stats", parts)
     assert cprofile_reader._known.first_id > 0
     by_ids, by_text = _phase_partial("phase_function_stats", table, key_ids), _phase_partial("phase_function_stats", table)
     assert by_ids.num_rows > by_text.num_rows  # a key under two ids: two rows, which the merge adds up
@@ -258,5 +277,5 @@ def test_a_file_without_key_ids_sums_its_segment_by_text():
     from etl.workers import _fact_table
 
     parts = _segment_parts(sorted(LEGACY.rglob("python_stats")), "function_stats", careful_at=1)
-    table, key_ids = _fact_table("function_stats", parts)
+    table, key_ids, _ = _fact_table("function_stats", parts)
     assert key_ids is None and table.num_rows == sum(t.num_rows for _, t, _ in parts)
