@@ -348,7 +348,9 @@ def _take_ascending(column: pa.ChunkedArray, rows: np.ndarray, chunk_starts: np.
     """``column.take(rows)`` for ascending rows: the chunks that hold them joined, then one take. A
     segment's columns have a chunk per file; ChunkedArray.take joins all of them first (27 ms, against
     ~1 ms here, for 600 files), and a take per chunk cost ~10 us each. ``chunk_starts``: the first row of
-    each chunk, if known (listing 600 chunks to measure them took ~0.6 ms a column)."""
+    each chunk and the end, as _fact_table gives them: the column's own layout (listing 600 chunks to
+    measure them took ~0.6 ms a column). A layout with another number of chunks, or whose chunks holding
+    the rows have other lengths, is measured again."""
     if column.num_chunks == 1:
         return column.chunk(0).take(pa.array(rows))
     starts = chunk_starts
@@ -359,11 +361,13 @@ def _take_ascending(column: pa.ChunkedArray, rows: np.ndarray, chunk_starts: np.
     if not len(holding):
         return column.chunk(0).slice(0, 0)
     sizes = starts[holding + 1] - starts[holding]
+    held = [column.chunk(int(i)) for i in holding]
+    if chunk_starts is not None and any(len(chunk) != size for chunk, size in zip(held, sizes)):
+        return _take_ascending(column, rows)  # a layout of another column: measure this one
     # A row's place in the join: its place in its chunk, after the held chunks before it.
     offset = np.zeros(len(starts), np.int64)
     offset[holding] = np.cumsum(sizes) - sizes - starts[holding]
-    joined = pa.concat_arrays([column.chunk(int(i)) for i in holding])
-    return joined.take(pa.array(rows + offset[chunk_of_row]))
+    return pa.concat_arrays(held).take(pa.array(rows + offset[chunk_of_row]))
 
 
 def _single_code(columns: list[np.ndarray]) -> np.ndarray | None:
@@ -420,7 +424,7 @@ def _plain(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
 class _Facts(NamedTuple):
     table: pa.Table
     key_ids: tuple[np.ndarray, ...] | None  # per row, if every file came with them
-    chunk_starts: np.ndarray | None  # the first row of each file, where every column has a chunk per file
+    chunk_starts: np.ndarray | None  # the first row of each chunk (the same in every fact column), and the end
 
 
 def _fact_table(name: str, parts: list[_Part]) -> _Facts:
@@ -447,7 +451,9 @@ def _fact_table(name: str, parts: list[_Part]) -> _Facts:
             columns[key.name] = pa.DictionaryArray.from_arrays(distinct.indices.to_numpy()[file_of_row], distinct.dictionary)
         else:
             columns[key.name] = values.take(indices)
-    facts = pa.concat_tables([t for _, t, _ in parts])
+    # A chunk per record batch in every column, so the chunk layout is known exactly (_take_ascending).
+    batches = [batch for _, t, _ in parts for batch in t.to_batches()]
+    facts = pa.Table.from_batches(batches, schema=parts[0][1].schema)
     columns.update({c: facts[c] for c in facts.column_names})
     # Columns declared non-nullable are written as required Parquet columns, with no definition
     # levels to encode (~15% of the encoding time); a null in one is a reader bug, and stops the run.
@@ -461,7 +467,7 @@ def _fact_table(name: str, parts: list[_Part]) -> _Facts:
     key_ids = None
     if all(ids is not None for _, _, ids in parts):
         key_ids = tuple(np.concatenate(column) for column in zip(*(ids for _, _, ids in parts)))
-    starts = np.cumsum([0] + [t.num_rows for _, t, _ in parts])
+    starts = np.cumsum([0] + [batch.num_rows for batch in batches])
     if not by_keys and spec.sort_by:
         table = table.sort_by([(c, "ascending") for c in spec.sort_by])
         key_ids = starts = None  # rows reordered

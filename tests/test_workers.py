@@ -234,8 +234,13 @@ def test_take_ascending_takes_what_chunked_take_takes():
         starts = np.cumsum([0, *sizes])
         assert _take_ascending(column, rows, starts).to_pylist() == expected
         assert _take_ascending(column, rows).to_pylist() == expected
-        # A layout that does not fit the column is measured again, never trusted.
+        # A layout with another number of chunks, or chunks of other lengths where the rows are, is
+        # measured again.
         assert _take_ascending(column, rows, np.cumsum([0, len(column)])).to_pylist() == expected
+        if len(rows) and len(sizes) > 2:
+            wrong = np.cumsum([0, *sizes[:-2], sizes[-2] + 1, sizes[-1] - 1]) if sizes[-1] > 1 else None
+            if wrong is not None and rows[-1] >= wrong[-3]:
+                assert _take_ascending(column, rows, wrong).to_pylist() == expected
     assert _single_code([np.array([0, 1, 1]), np.array([2**40, 0, 2**40])]).tolist() == [2**40, 2**40 + 1, 2 * 2**40 + 1]
     assert _single_code([np.array([2**31]), np.array([2**31])]) is None  # would pass 2**62
 
