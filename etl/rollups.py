@@ -45,9 +45,17 @@ CHECKED_FILE = "_proflake/rollups-checked.json"
 _DECIDING_TABLES = ("intervals", *PHASE_TABLES)
 
 
+_RECIPE_VERSION = "1"  # raise when what makes a roll-up fresh changes outside phase_fingerprints.sql
+
+
 def _checked_state(store: Store) -> dict[str, object]:
-    recipe = hashlib.md5(queries.query_text("phase_fingerprints").encode()).hexdigest()
-    return {"recipe": recipe} | {name: store.delta(name).version() for name in _DECIDING_TABLES}
+    recipe = hashlib.md5((_RECIPE_VERSION + queries.query_text("phase_fingerprints")).encode()).hexdigest()
+    state: dict[str, object] = {"recipe": recipe}
+    for name in _DECIDING_TABLES:
+        table = store.delta(name)
+        # A table removed and created again starts its versions over: its id tells the two apart.
+        state[name] = [table.metadata().id, table.version()]
+    return state
 
 
 def _last_checked(store: Store) -> dict[str, object] | None:
@@ -58,12 +66,12 @@ def _last_checked(store: Store) -> dict[str, object] | None:
         return None  # never written, or unreadable: check
 
 
-def _remember_checked(store: Store) -> None:
+def _remember_checked(store: Store, state: dict[str, object]) -> None:
     path = os.path.join(store.root, CHECKED_FILE)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(_checked_state(store), f)
+            json.dump(state, f)
         os.replace(path + ".tmp", path)
     except OSError:
         pass  # only a shortcut: without it the next run checks
@@ -109,7 +117,10 @@ def refresh_phase_rollups(
     from the fact tables.
     """
     say = log or (lambda message: None)
-    if not store.is_remote and _last_checked(store) == _checked_state(store):
+    # Read before the views open: a commit landing after this (a writer without the lock) is then
+    # never noted as checked, and only costs the next run a check.
+    checked = None if store.is_remote else _checked_state(store)
+    if checked is not None and _last_checked(store) == checked:
         return []
     # Views enough to tell whether anything is stale; intervals read where they lie, not copied.
     con = store.connect(tables=PHASE_TABLES, snapshot_intervals=False)
@@ -121,8 +132,8 @@ def refresh_phase_rollups(
         if all(built[name].get(job) == {fp} for name in PHASE_TABLES for job, fp in live.items()) and not any(
             job not in live for name in PHASE_TABLES for job in built[name]
         ):
-            if not store.is_remote:
-                _remember_checked(store)
+            if checked is not None:
+                _remember_checked(store, checked)
             return []
         before = _fingerprints_before(con, batch_id) if partials else {}
         con.close()
@@ -174,8 +185,11 @@ def refresh_phase_rollups(
         store.replace_jobs(name, rows, jobs, batch_id)
         rows = None
         release_memory()
-    if not store.is_remote:
-        _remember_checked(store)
+    if checked is not None:
+        after = _checked_state(store)
+        # This run's writes moved the phase tables; intervals must be where the check read them.
+        if after["intervals"] == checked["intervals"]:
+            _remember_checked(store, after)
     if merged:
         say(f"added this run's sums to the phase roll-ups of {len(merged)} job(s)")
     if rebuilt - merged:

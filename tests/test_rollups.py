@@ -6,6 +6,7 @@ ingest after anything (a kill included) leaves them behind the live intervals.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -179,13 +180,20 @@ def test_an_unchanged_rerun_skips_the_freshness_check_and_any_commit_brings_it_b
     assert checks == ["checked"] and (store / CHECKED_FILE).is_file()  # checked, and remembered again
     ingest(str(source), str(store))
     assert checks == ["checked"]
+    # The same version of another table (one removed and created again) is not the table checked.
+    note = json.loads((store / CHECKED_FILE).read_text())
+    note["intervals"][0] = "an-earlier-table"
+    (store / CHECKED_FILE).write_text(json.dumps(note))
+    ingest(str(source), str(store))
+    assert checks == ["checked"] * 2
+    checks.clear()
 
     # A commit to a phase table (here: its rows emptied behind the ingest's back) changes its version.
     st = Store(str(store))
     st.replace_jobs("phase_function_stats", None, ["job-1"], "elsewhere")
     said: list[str] = []
     ingest(str(source), str(store), log=said.append)
-    assert checks == ["checked", "checked"] and "rebuilt the phase roll-ups of 1 job(s)" in said
+    assert checks == ["checked"] and "rebuilt the phase roll-ups of 1 job(s)" in said
     answers_like_the_facts(store, ["job-1"])
 
 
