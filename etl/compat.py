@@ -431,7 +431,7 @@ class PythonProfileAnalysis:
         # smdebug's own listing; pandas infers each column's type from the same Python values either way.
         phases = {name: parse_phase(name) for column in ("start_phase", "end_phase")
                   for name in pc.unique(table[column]).to_pylist()}
-        values = {
+        columns = {  # in LIST_COLUMNS order
             "profiler_name": [self.name] * table.num_rows,
             "framework": table["framework"].to_pylist(),
             "node_id": table["node_id"].to_pylist(),
@@ -445,7 +445,7 @@ class PythonProfileAnalysis:
             "end_time_since_epoch_in_micros": table["end_time_us"].to_pylist(),
             "stats_path": table["source_uri"].to_pylist(),
         }
-        return pd.DataFrame({column: values[column] for column in LIST_COLUMNS}, columns=list(LIST_COLUMNS))
+        return pd.DataFrame(columns, columns=list(LIST_COLUMNS))
 
     def list_available_node_ids(self, refresh_stats: bool = True) -> list[str]:
         """The nodes that have stats of this profiler, sorted."""

@@ -36,15 +36,13 @@ MERGE_QUERIES: dict[str, str] = {
 }
 
 
-# A local store remembers the versions of the tables that decide freshness when its roll-ups were last
-# found or made fresh: a run that changed none of them (a nightly re-run that found nothing new) then
-# skips the check, which opens the views and fingerprints every interval (~70 ms of a 10,000-file
+# A local store notes the tables that decide freshness (Delta id and version) when its roll-ups were
+# last found or made fresh: a run that changed none of them (a nightly re-run that found nothing new)
+# then skips the check, which opens the views and fingerprints every interval (~70 ms of a 10,000-file
 # store's 0.35 s re-run). Every commit to a Delta table gives it a new version; the fingerprint query's
-# text is kept too, so a proflake that fingerprints differently checks again.
+# text is noted too, so a proflake that fingerprints differently checks again.
 CHECKED_FILE = "_proflake/rollups-checked.json"
 _DECIDING_TABLES = ("intervals", *PHASE_TABLES)
-
-
 _RECIPE_VERSION = "1"  # raise when what makes a roll-up fresh changes outside phase_fingerprints.sql
 
 

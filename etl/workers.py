@@ -32,8 +32,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import NamedTuple
 from multiprocessing.connection import Connection, wait
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -372,11 +372,11 @@ def _take_ascending(column: pa.ChunkedArray, rows: np.ndarray, chunk_starts: np.
 
 def _single_code(columns: list[np.ndarray]) -> np.ndarray | None:
     """Non-negative integer columns folded into one int64 per row, equal exactly where all of them are
-    (mixed radix); None if that could pass 2**62."""
-    combined = np.asarray(columns[0], np.int64)
+    (mixed radix); None if a value is negative or the fold could pass 2**62."""
+    combined = np.zeros(len(columns[0]), np.int64)
     if not len(combined):
         return combined
-    for column in columns[1:]:
+    for column in columns:
         if column.min() < 0:
             return None
         high, size = int(combined.max()) + 1, int(column.max()) + 1
@@ -389,22 +389,15 @@ def _single_code(columns: list[np.ndarray]) -> np.ndarray | None:
 def _interval_codes(columns: list[pa.ChunkedArray]) -> np.ndarray:
     """One integer per row, equal where the rows' values in all ``columns`` are equal: grouping by one
     integer column instead of five takes a third of the time. _fact_table's interval keys are
-    dictionaries of distinct values, so their indices combine by arithmetic alone (mixed radix)."""
+    dictionaries of distinct values, so their indices fold into one by arithmetic alone."""
     columns = [column.chunk(0) if column.num_chunks == 1 else column.combine_chunks() for column in columns]
-    if not all(pa.types.is_dictionary(column.type) and not column.null_count for column in columns):
-        return _combined_codes([_plain(column) for column in columns])
-    combined = np.zeros(len(columns[0]), np.int64)
-    radix = 1
-    for column in columns:
-        size = max(len(column.dictionary), 1)
-        if radix * size >= 2**62:
-            combined = np.unique(combined, return_inverse=True)[1]  # renumbered from 0: no overflow
-            radix = int(combined.max()) + 1
-        # A dictionary that repeats a value gives it two codes: two rows of partial sums for one key,
-        # which the merge adds up like any other two.
-        combined = combined * size + column.indices.to_numpy(zero_copy_only=False)
-        radix *= size
-    return combined
+    if all(pa.types.is_dictionary(column.type) and not column.null_count for column in columns):
+        # (A dictionary that repeated a value would give it two codes: two rows of partial sums for one
+        # key, which the merge adds up like any other two.)
+        folded = _single_code([column.indices.to_numpy(zero_copy_only=False) for column in columns])
+        if folded is not None:
+            return folded
+    return _combined_codes([_plain(column) for column in columns])
 
 
 def _combined_codes(columns: list[pa.Array]) -> np.ndarray:

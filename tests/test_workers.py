@@ -249,7 +249,7 @@ def test_interval_codes_are_equal_exactly_where_the_values_are():
     from etl.workers import _interval_codes
 
     rng = np.random.default_rng(7)
-    # Five columns of 20,000 distinct values each: the mixed radix would pass 2**62 and must renumber.
+    # Five columns of 20,000 distinct values each: the fold would pass 2**62, so the codes come from text.
     dictionaries = [pa.array([f"{c}-{v}" for v in range(20_000)]) for c in range(5)]
     rows = 50_000
     picks = [rng.integers(0, 3, rows) * 7_000 for _ in dictionaries]  # few combinations, many repeats
