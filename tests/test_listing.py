@@ -172,3 +172,27 @@ def test_an_unwritable_temporary_folder_is_one_clear_error(tmp_path, monkeypatch
     monkeypatch.undo()
     report = ingest(str(tmp_path / "src"), str(tmp_path / "store"))  # the lock was released: the next run lands
     assert report.new_intervals and [f.kind for f in report.failed] == ["duplicate"]  # build_jobs names one twice
+
+
+def test_local_walk_lists_depth_first_names_sorted_files_before_subfolders(tmp_path):
+    # The walk keeps only names per folder level (etl/sources/local.py): the order is its contract,
+    # which the ingest's sorted listing and the html/json pairing rely on.
+    for rel in ("b/z/f", "b/a", "a/y/x/f", "a/y/g", "a/c", "a/b/f", "m", "a.txt", "empty/", "b/e/"):
+        path = tmp_path / rel
+        if rel.endswith("/"):
+            path.mkdir(parents=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(rel.encode())
+    (tmp_path / "b" / "link-to-file").symlink_to(tmp_path / "m")
+    (tmp_path / "b" / "link-to-folder").symlink_to(tmp_path / "a")
+    objects = list(LocalSource(tmp_path).list())
+    assert ["/".join(o.parts[len(tmp_path.parts):]) for o in objects] == [
+        "a.txt", "m",  # the root's files, then its folders in name order
+        "a/c", "a/b/f", "a/y/g", "a/y/x/f",
+        "b/a", "b/link-to-file", "b/z/f",  # a link to a folder is never walked into
+    ]
+    by_name = {o.parts[-1]: o for o in objects}
+    assert by_name["link-to-file"].problem_kind == "symlink" and by_name["a.txt"].problem is None
+    assert all(o.uri == str(tmp_path.joinpath(*o.parts[len(tmp_path.parts):])) for o in objects)
+    assert by_name["f"].size == len(b"b/z/f") and by_name["a.txt"].version
