@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import heapq
 import itertools
@@ -33,7 +34,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import IO
+from typing import IO, ParamSpec, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -175,7 +176,32 @@ def job_id_for(base: tuple[str, ...], source_root: tuple[str, ...]) -> str:
 
 DEFAULT_MAX_FILE_MB = 512
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
+
+def _on_system_allocator(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run with Arrow allocating from the C library's malloc, as the parse workers do (etl/workers.py),
+    unless ARROW_DEFAULT_MEMORY_POOL chooses otherwise. pyarrow's default, mimalloc, kept ~10 MB more
+    at each write of the run's interval rows, which comes on top of the workers' own peak (process
+    tree peak, 1 worker: 317 -> 307 MB at 10k files, 333 -> 317 MB at 100k). Buffers remember the
+    pool they came from, so the switch back after the run is safe for what the run returns."""
+
+    @functools.wraps(run)
+    def on_system_allocator(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+            return run(*args, **kwargs)
+        previous = pa.default_memory_pool()
+        pa.set_memory_pool(pa.system_memory_pool())
+        try:
+            return run(*args, **kwargs)
+        finally:
+            pa.set_memory_pool(previous)
+
+    return on_system_allocator
+
+
+@_on_system_allocator
 def ingest(
     source: str | Source,
     store: Store | str | None = None,

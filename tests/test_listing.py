@@ -196,3 +196,24 @@ def test_local_walk_lists_depth_first_names_sorted_files_before_subfolders(tmp_p
     assert by_name["link-to-file"].problem_kind == "symlink" and by_name["a.txt"].problem is None
     assert all(o.uri == str(tmp_path.joinpath(*o.parts[len(tmp_path.parts):])) for o in objects)
     assert by_name["f"].size == len(b"b/z/f") and by_name["a.txt"].version
+
+
+@pytest.mark.parametrize("chosen", [None, "jemalloc"], ids=["default", "ARROW_DEFAULT_MEMORY_POOL-set"])
+def test_ingest_allocates_from_the_system_pool_and_restores_the_callers(tmp_path, monkeypatch, chosen):
+    build_jobs(tmp_path / "src")
+    if chosen:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", chosen)
+    else:
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    callers = pa.default_memory_pool()
+    during = []
+    flush = ingest_module._Intervals.flush
+
+    def recording_flush(self):
+        during.append(pa.default_memory_pool().backend_name)
+        return flush(self)
+
+    monkeypatch.setattr(ingest_module._Intervals, "flush", recording_flush)
+    ingest(str(tmp_path / "src"), str(tmp_path / "store"), workers=1)
+    assert during and set(during) == ({callers.backend_name} if chosen else {"system"})
+    assert pa.default_memory_pool().backend_name == callers.backend_name
