@@ -414,6 +414,23 @@ def run_ingest(source: str, store: Path, workers: int | None, profile: str | Non
     return result
 
 
+# The memory figures of an ingest: of its passes, the worst is reported, not the fastest pass's own.
+_PEAK_FIELDS = ("peak_rss_mb", "peak_tree_pss_mb", "peak_tree_rss_mb", "peak_rss_self_mb", "worker_peak_rss_mb")
+
+
+def fastest_ingest(passes: list[dict]) -> dict:
+    """The fastest of an ingest's passes, as the floors are the fastest of theirs: a single ingest
+    against the fastest of several floor passes read the host's slow moments as the ingest's own.
+    Its peaks are the highest of any pass."""
+    fastest = dict(min(passes, key=lambda r: r["seconds"]))
+    fastest["passes_seconds"] = [round(r["seconds"], 3) for r in passes]
+    for name in _PEAK_FIELDS:
+        values = [r[name] for r in passes if r.get(name) is not None]
+        if values:
+            fastest[name] = max(values)
+    return fastest
+
+
 def _trim_path(name: str) -> str:
     """Function names without the checkout's or site-packages' folder, for tables a person reads."""
     import re
@@ -957,7 +974,7 @@ def render_markdown(data: dict) -> str:
         if isinstance(run, dict) and "seconds" in run:
             adjacent = run.get("adjacent_floor_seconds")
             lines.append(
-                f"| ingest, {w} worker{'s' if w != '1' else ''} | {run['seconds']:.2f} | {_fmt_x(run['seconds'] / floor_s)} "
+                f"| ingest, {w} worker{'s' if w != '1' else ''}{_passes(run)} | {run['seconds']:.2f} | {_fmt_x(run['seconds'] / floor_s)} "
                 f"| {_fmt_x(run['seconds'] / adjacent) + f' ({adjacent:.2f} s)' if adjacent else 'n/a'} "
                 f"| {_cpu(run)} "
                 f"| {run['peak_rss_mb']:.0f} | {run['peak_tree_rss_mb']:.0f} ({run['processes']} processes) | {_load(run)} |"
@@ -1106,6 +1123,14 @@ def _cpu(run: dict) -> str:
     return f"{main_cpu:.1f} + {run.get('worker_cpu_seconds', 0.0):.1f}"
 
 
+def _passes(run: dict) -> str:
+    """How many passes an ingest row is the fastest of (older JSON: one)."""
+    passes = run.get("passes_seconds")
+    if not passes or len(passes) < 2:
+        return ""
+    return f" (fastest of {len(passes)}: " + ", ".join(f"{s:.2f}" for s in passes) + " s)"
+
+
 def _load(section: dict) -> str:
     value = section.get("machine", {}).get("other_cores")
     return "n/a" if value is None else f"{value:.2f}"
@@ -1135,6 +1160,11 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--baseline-repeats", type=int, default=3, help="runs per baseline latency (default 3)")
     m.add_argument("--baseline-budget", type=float, default=60.0, help="stop repeating a baseline cell after this many seconds (default 60)")
     m.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="ingest worker counts to measure (default 1 2)")
+    m.add_argument(
+        "--ingest-passes", type=int, default=2,
+        help="full ingests per worker count, each into a new store; the fastest is reported, as the floors' fastest "
+        "passes are, and the highest peak memory of any (default 2)",
+    )
     m.add_argument("--methods", nargs="+", help="only these fetch methods (default: all)")
     m.add_argument("--profile-ingest", metavar="FILE", help="also run one extra, unmeasured 1-worker ingest under cProfile; write its dump to FILE")
     m.add_argument("--json-out", type=Path, help="default bench/results/<UTC timestamp>.json")
@@ -1216,12 +1246,18 @@ def main(argv: list[str] | None = None) -> int:
         if not supports and w != 1:
             ingest_data["runs"][str(w)] = "n/a (ingest has no workers option yet)"
             continue
-        quiet()
-        log(f"ingest, {w} worker(s) ...")
-        # One more floor pass right before, so host speed drifting during the run cannot skew the ratio.
-        adjacent = bl.decode_floor(cprofile_paths, pyinstrument_paths)["seconds"]
-        run = run_ingest(manifest["job_dir"], store, w if supports else None)
-        run["adjacent_floor_seconds"] = adjacent
+        passes = []
+        for n in range(args.ingest_passes):
+            if store.exists():
+                shutil.rmtree(store)
+            quiet()
+            log(f"ingest, {w} worker(s), pass {n + 1} of {args.ingest_passes} ...")
+            # One more floor pass right before, so host speed drifting during the run cannot skew the ratio.
+            adjacent = bl.decode_floor(cprofile_paths, pyinstrument_paths)["seconds"]
+            run = run_ingest(manifest["job_dir"], store, w if supports else None)
+            run["adjacent_floor_seconds"] = adjacent
+            passes.append(run)
+        run = fastest_ingest(passes)
         run["x_floor"] = run["seconds"] / data["floor"]["seconds"]
         run["x_adjacent_floor"] = run["seconds"] / adjacent
         run["store_bytes"] = _dir_bytes(store)

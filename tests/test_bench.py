@@ -68,6 +68,8 @@ def check_result(data: dict) -> None:
     assert data["meta"]["cprofile_decoder"] == "compiled"
     one = data["ingest"]["runs"]["1"]
     assert one["seconds"] > 0 and one["x_floor"] > 0 and one["peak_rss_mb"] > 0
+    # Ingest is the fastest of its passes, as the floors are of theirs (bench.run --ingest-passes).
+    assert len(one["passes_seconds"]) == 2 and one["seconds"] == pytest.approx(min(one["passes_seconds"]), abs=1e-3)
     assert one["report"]["failed"] == 0
     if data["ingest"]["workers_supported"]:
         assert data["ingest"]["runs"]["2"]["x_floor"] > 0
