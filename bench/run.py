@@ -414,6 +414,10 @@ def run_ingest(source: str, store: Path, workers: int | None, profile: str | Non
     return result
 
 
+# Re-runs of the unchanged corpus (a third of a second each at 10k files), the fastest reported as for a
+# full ingest: one pass read 0.29-0.43 s for the same code on this host.
+INCREMENTAL_PASSES = 3
+
 # The memory figures of an ingest: of its passes, the worst is reported, not the fastest pass's own.
 _PEAK_FIELDS = ("peak_rss_mb", "peak_tree_pss_mb", "peak_tree_rss_mb", "peak_rss_self_mb", "worker_peak_rss_mb")
 
@@ -990,7 +994,7 @@ def render_markdown(data: dict) -> str:
     inc = ing.get("incremental", {})
     if "seconds" in inc:
         lines.append(
-            f"| incremental re-run, unchanged corpus | {inc['seconds']:.2f} | {_fmt_pct(inc['x_full'])} of full ingest | - | {_cpu(inc)} "
+            f"| incremental re-run, unchanged corpus{_passes(inc)} | {inc['seconds']:.2f} | {_fmt_pct(inc['x_full'])} of full ingest | - | {_cpu(inc)} "
             f"| {inc['peak_rss_mb']:.0f} | {inc['peak_tree_rss_mb']:.0f} | {_load(inc)} |"
         )
     lines.append("")
@@ -1264,9 +1268,12 @@ def main(argv: list[str] | None = None) -> int:
         ingest_data["runs"][str(w)] = run
     main_store = stores / "store-1w"
     if "1" in ingest_data["runs"] and isinstance(ingest_data["runs"]["1"], dict):
-        quiet()
-        log("incremental re-run ...")
-        inc = run_ingest(manifest["job_dir"], main_store, 1 if supports else None)
+        reruns = []
+        for n in range(INCREMENTAL_PASSES):
+            quiet()
+            log(f"incremental re-run, pass {n + 1} of {INCREMENTAL_PASSES} ...")
+            reruns.append(run_ingest(manifest["job_dir"], main_store, 1 if supports else None))
+        inc = fastest_ingest(reruns)
         inc["x_full"] = inc["seconds"] / ingest_data["runs"]["1"]["seconds"]
         ingest_data["incremental"] = inc
     if args.profile_ingest:

@@ -76,6 +76,7 @@ def check_result(data: dict) -> None:
     else:
         assert data["ingest"]["runs"]["2"].startswith("n/a")
     assert 0 < data["ingest"]["incremental"]["x_full"]
+    assert len(data["ingest"]["incremental"]["passes_seconds"]) == 3
     assert data["ingest"]["incremental"]["report"]["new_intervals"] == 0
     assert 0 < data["store"]["x_raw"]
     assert set(data["fetch"]) == METHODS
