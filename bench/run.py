@@ -954,9 +954,7 @@ def render_markdown(data: dict) -> str:
     f = data["floor"]
     ing = data["ingest"]
     floor_s = best_floor(data)
-    n_passes = len(f.get("passes_seconds", [])) + sum(
-        1 for r in ing["runs"].values() if isinstance(r, dict) and r.get("adjacent_floor_seconds")
-    )
+    n_passes = len(f.get("passes_seconds", [])) + len(_adjacent_floors(data))
     lines.append(
         "| ingest | seconds | x decode floor | x the floor pass just before | CPU s: main + workers | peak memory (MB)² "
         "| summed RSS of the process tree (MB) | other load³ |"
@@ -1089,10 +1087,17 @@ def render_markdown(data: dict) -> str:
 
 
 def best_floor(data: dict) -> float:
-    """The fastest decode-floor pass of the run: the initial passes and the one before each ingest."""
-    passes = [data["floor"]["seconds"]]
-    passes += [r["adjacent_floor_seconds"] for r in data["ingest"]["runs"].values() if isinstance(r, dict) and r.get("adjacent_floor_seconds")]
-    return min(passes)
+    """The fastest decode-floor pass of the run: the initial passes and the one before each ingest pass."""
+    return min([data["floor"]["seconds"], *_adjacent_floors(data)])
+
+
+def _adjacent_floors(data: dict) -> list[float]:
+    """The floor passes measured right before each ingest pass (one per worker count in older JSON)."""
+    floors: list[float] = []
+    for run in data["ingest"]["runs"].values():
+        if isinstance(run, dict):
+            floors += run.get("adjacent_floors_seconds") or ([run["adjacent_floor_seconds"]] if run.get("adjacent_floor_seconds") else [])
+    return floors
 
 
 MEASURED_TIME_COLUMNS = ("tottime", "cumtime", "time", "self_time", "await_time")
@@ -1183,6 +1188,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--render", type=Path, metavar="JSON", help="only print the tables of an earlier run's JSON")
     m.add_argument("--keep-stores", action="store_true", help="keep the stores (default: keep only the 1-worker store)")
     args = parser.parse_args(argv)
+    if args.ingest_passes < 1:
+        parser.error(f"--ingest-passes must be at least 1, not {args.ingest_passes}")
     if args.render:
         data = json.loads(args.render.read_text())
         data["targets"] = evaluate_targets(data)
@@ -1262,8 +1269,10 @@ def main(argv: list[str] | None = None) -> int:
             run["adjacent_floor_seconds"] = adjacent
             passes.append(run)
         run = fastest_ingest(passes)
+        # Every pass's own floor pass counts towards the run's fastest floor (best_floor).
+        run["adjacent_floors_seconds"] = [p["adjacent_floor_seconds"] for p in passes]
         run["x_floor"] = run["seconds"] / data["floor"]["seconds"]
-        run["x_adjacent_floor"] = run["seconds"] / adjacent
+        run["x_adjacent_floor"] = run["seconds"] / run["adjacent_floor_seconds"]
         run["store_bytes"] = _dir_bytes(store)
         ingest_data["runs"][str(w)] = run
     main_store = stores / "store-1w"

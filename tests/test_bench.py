@@ -70,6 +70,10 @@ def check_result(data: dict) -> None:
     assert one["seconds"] > 0 and one["x_floor"] > 0 and one["peak_rss_mb"] > 0
     # Ingest is the fastest of its passes, as the floors are of theirs (bench.run --ingest-passes).
     assert len(one["passes_seconds"]) == 2 and one["seconds"] == pytest.approx(min(one["passes_seconds"]), abs=1e-3)
+    # Each pass's floor pass counts, and the fastest pass is set against its own.
+    assert len(one["adjacent_floors_seconds"]) == 2
+    assert one["x_adjacent_floor"] == pytest.approx(one["seconds"] / one["adjacent_floor_seconds"])
+    assert data["floor"]["seconds"] >= 0 and min(one["adjacent_floors_seconds"]) > 0
     assert one["report"]["failed"] == 0
     if data["ingest"]["workers_supported"]:
         assert data["ingest"]["runs"]["2"]["x_floor"] > 0
