@@ -27,6 +27,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -191,14 +192,38 @@ def _on_system_allocator(run: Callable[_P, _R]) -> Callable[_P, _R]:
     def on_system_allocator(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
             return run(*args, **kwargs)
-        previous = pa.default_memory_pool()
-        pa.set_memory_pool(pa.system_memory_pool())
+        _enter_system_allocator()
         try:
             return run(*args, **kwargs)
         finally:
-            pa.set_memory_pool(previous)
+            _leave_system_allocator()
 
     return on_system_allocator
+
+
+# The pool is the process's: runs on several threads (a notebook ingesting two stores) switch it
+# once, when the first starts, and give the caller's back when the last ends.
+_allocator_lock = threading.Lock()
+_allocator_runs = 0
+_callers_pool: pa.MemoryPool | None = None
+
+
+def _enter_system_allocator() -> None:
+    global _allocator_runs, _callers_pool
+    with _allocator_lock:
+        if _allocator_runs == 0:
+            _callers_pool = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _allocator_runs += 1
+
+
+def _leave_system_allocator() -> None:
+    global _allocator_runs, _callers_pool
+    with _allocator_lock:
+        _allocator_runs -= 1
+        if _allocator_runs == 0 and _callers_pool is not None:
+            pa.set_memory_pool(_callers_pool)
+            _callers_pool = None
 
 
 @_on_system_allocator

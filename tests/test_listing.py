@@ -217,3 +217,16 @@ def test_ingest_allocates_from_the_system_pool_and_restores_the_callers(tmp_path
     ingest(str(tmp_path / "src"), str(tmp_path / "store"), workers=1)
     assert during and set(during) == ({callers.backend_name} if chosen else {"system"})
     assert pa.default_memory_pool().backend_name == callers.backend_name
+
+
+def test_overlapping_runs_switch_the_pool_once_and_restore_the_callers_at_the_last_end():
+    # Two ingests on two threads: A starts, B starts, A ends, B ends. A restoring the caller's pool while
+    # B runs, or B restoring the system pool A set, would leave the wrong pool behind.
+    callers = pa.default_memory_pool()
+    ingest_module._enter_system_allocator()  # A
+    ingest_module._enter_system_allocator()  # B
+    assert pa.default_memory_pool().backend_name == "system"
+    ingest_module._leave_system_allocator()  # A ends: B still runs on the system pool
+    assert pa.default_memory_pool().backend_name == "system"
+    ingest_module._leave_system_allocator()  # B ends
+    assert pa.default_memory_pool().backend_name == callers.backend_name
