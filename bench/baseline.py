@@ -7,7 +7,12 @@ semantics, step for step:
   (``framework/{fw}/cprofile``), each node folder and each stats folder; parse every stats folder name
   ``{mode}-{step}-{phase}-{time}_{mode}-{step}-{phase}-{time}`` (``*`` = -1 at the start, infinity at the
   end); sort by (start time, node). cProfileAnalysis keeps the cProfile entries.
-* ``refresh_stats=True`` (every method's default) re-lists before answering; ``False`` reuses the list.
+* ``refresh_stats=True`` (every method's default) re-lists before answering; ``False`` reuses the list,
+  but cProfileAnalysis still filters it to its cProfile entries on every call (its
+  ``_refresh_python_profile_stats`` override runs the filter whatever ``refresh_stats`` says).
+* Modes are ``PythonProfileModes`` (an IntEnum) and phases ``StepPhase`` (an Enum), built from the folder
+  name's strings when it is parsed, and compared as such. The methods here also take the strings
+  ("train", "stepstart"), which the benchmark passes, and turn them into the enums once per call.
 * ``node_id="any"`` is the node of the first entry of that sorted list. smdebug has no "all nodes";
   here ``node_id=None`` skips the node filter (what a user looping over nodes would get).
 * Filters: ``in_step_interval`` plus start mode == end mode == mode (by step); ``in_time_interval``
@@ -34,59 +39,77 @@ import marshal
 import os
 import pstats
 import time
-from dataclasses import dataclass
+from enum import Enum, IntEnum
 from pathlib import Path
 
-# PythonProfileModes in smdebug's enum order (values 1..6).
+# The folder-name spellings of PythonProfileModes, in smdebug's enum order (values 1..6).
 MODES = ("train", "eval", "predict", "global", "prestepzero", "posthookclose")
-PHASES = ("start", "stepstart", "forwardpassend", "stepend", "end")
 CPROFILE_STATS_FILENAME = "python_stats"
 PYINSTRUMENT_JSON_FILENAME = "python_stats.json"
 PYINSTRUMENT_HTML_FILENAME = "python_stats.html"
 
 
-@dataclass
+class PythonProfileModes(IntEnum):
+    TRAIN = 1
+    EVAL = 2
+    PREDICT = 3
+    GLOBAL = 4
+    PRE_STEP_ZERO = 5
+    POST_HOOK_CLOSE = 6
+
+
+class StepPhase(Enum):
+    START = "start"
+    STEP_START = "stepstart"
+    FORWARD_PASS_END = "forwardpassend"
+    STEP_END = "stepend"
+    END = "end"
+
+
+def str_to_python_profile_mode(mode_str: str) -> PythonProfileModes:
+    if mode_str not in MODES:
+        raise ValueError(f"Invalid mode {mode_str!r}")
+    return PythonProfileModes(MODES.index(mode_str) + 1)
+
+
+def python_profile_mode_to_str(mode: PythonProfileModes) -> str:
+    return MODES[mode - 1]
+
+
+def _mode(mode) -> PythonProfileModes:
+    """A caller's mode as smdebug's enum (the benchmark passes the folder-name string)."""
+    return mode if isinstance(mode, PythonProfileModes) else str_to_python_profile_mode(mode)
+
+
+def _phase(phase) -> StepPhase:
+    return phase if isinstance(phase, StepPhase) else StepPhase(phase)
+
+
 class StepPythonProfileStats:
     """smdebug's per-file metadata, parsed from the stats folder name."""
 
-    framework: str
-    profiler_name: str
-    node_id: str
-    start_mode: str
-    start_step: int
-    start_phase: str
-    start_time_since_epoch_in_micros: float
-    end_mode: str
-    end_step: float
-    end_phase: str
-    end_time_since_epoch_in_micros: float
-    stats_path: str
-
-    @classmethod
-    def parse(cls, framework: str, profiler_name: str, node_id: str, stats_dir: str, stats_path: str):
+    def __init__(self, framework: str, profiler_name: str, node_id: str, stats_dir: str, stats_path: str) -> None:
         start_metadata, end_metadata = stats_dir.split("_")
         start_mode, start_step, start_phase, start_time = start_metadata.split("-")
         end_mode, end_step, end_phase, end_time = end_metadata.split("-")
-        if start_mode not in MODES or end_mode not in MODES:
-            raise ValueError(f"unknown mode in {stats_dir}")
-        if start_phase not in PHASES or end_phase not in PHASES:
-            raise ValueError(f"unknown phase in {stats_dir}")
-        return cls(
-            framework,
-            profiler_name,
-            node_id,
-            start_mode,
-            -1 if start_step == "*" else int(start_step),
-            start_phase,
-            float(start_time),
-            end_mode,
-            float("inf") if end_step == "*" else int(end_step),
-            end_phase,
-            float(end_time),
-            stats_path,
-        )
 
-    def has_start_and_end_mode(self, start_mode: str, end_mode: str) -> bool:
+        self.profiler_name = profiler_name
+        self.framework = framework
+        self.node_id = node_id
+
+        self.start_mode = PythonProfileModes(str_to_python_profile_mode(start_mode))
+        self.start_step = -1 if start_step == "*" else int(start_step)
+        self.start_phase = StepPhase(start_phase)
+        self.start_time_since_epoch_in_micros = float(start_time)
+
+        self.end_mode = PythonProfileModes(str_to_python_profile_mode(end_mode))
+        self.end_step = float("inf") if end_step == "*" else int(end_step)
+        self.end_phase = StepPhase(end_phase)
+        self.end_time_since_epoch_in_micros = float(end_time)
+
+        self.stats_path = stats_path
+
+    def has_start_and_end_mode(self, start_mode, end_mode) -> bool:
         return self.start_mode == start_mode and self.end_mode == end_mode
 
     def in_time_interval(self, start_us: float, end_us: float) -> bool:
@@ -95,7 +118,7 @@ class StepPythonProfileStats:
             or start_us <= self.end_time_since_epoch_in_micros <= end_us
         )
 
-    def in_step_interval(self, start_step, end_step, start_phase: str, end_phase: str) -> bool:
+    def in_step_interval(self, start_step, end_step, start_phase, end_phase) -> bool:
         if start_step < self.start_step and end_step > self.end_step:
             return True
         elif start_step > self.start_step or end_step < self.end_step:
@@ -103,19 +126,19 @@ class StepPythonProfileStats:
         else:
             if (
                 start_step == self.start_step
-                and start_phase in ("stepend", "forwardpassend")
+                and start_phase in (StepPhase.STEP_END, StepPhase.FORWARD_PASS_END)
                 and self.start_phase != start_phase
             ):
                 return False
-            if end_step == self.end_step and end_phase == "stepstart" and self.end_phase != end_phase:
+            if end_step == self.end_step and end_phase == StepPhase.STEP_START and self.end_phase != end_phase:
                 return False
             return True
 
     def has_pre_step_zero_profile_stats(self) -> bool:
-        return self.start_phase == "start"
+        return self.start_phase == StepPhase.START
 
     def has_post_hook_close_profile_stats(self) -> bool:
-        return self.end_phase == "end"
+        return self.end_phase == StepPhase.END
 
 
 class cProfileFunctionStats:
@@ -147,9 +170,7 @@ def load_python_profile_stats(profile_dir: str) -> list[StepPythonProfileStats]:
                 else:
                     continue
                 out.append(
-                    StepPythonProfileStats.parse(
-                        framework, profiler_name, node_id, stats_dir, os.path.join(stats_dir_path, filename)
-                    )
+                    StepPythonProfileStats(framework, profiler_name, node_id, stats_dir, os.path.join(stats_dir_path, filename))
                 )
     out.sort(key=lambda x: (x.start_time_since_epoch_in_micros, x.node_id))
     return out
@@ -165,8 +186,9 @@ class SmdebugCProfileAnalysis:
 
     def _refresh(self, refresh_stats: bool) -> None:
         if refresh_stats:
-            stats = load_python_profile_stats(self.profile_dir)
-            self.python_profile_stats = [s for s in stats if s.profiler_name == "cprofile"]
+            self.python_profile_stats = load_python_profile_stats(self.profile_dir)
+        # smdebug filters on every call, refresh or not.
+        self.python_profile_stats = list(filter(lambda x: x.profiler_name == "cprofile", self.python_profile_stats))
 
     def _by_node(self, node_id: str | None) -> list[StepPythonProfileStats]:
         if not self.python_profile_stats:
@@ -188,12 +210,13 @@ class SmdebugCProfileAnalysis:
 
     # -- fetch methods ----------------------------------------------------------------------------------
     def fetch_profile_stats_by_step(
-        self, start_step, end_step=None, mode="train", start_phase="stepstart", end_phase="stepend",
-        node_id="any", refresh_stats=True,
+        self, start_step, end_step=None, mode=PythonProfileModes.TRAIN, start_phase=StepPhase.STEP_START,
+        end_phase=StepPhase.STEP_END, node_id="any", refresh_stats=True,
     ):
         self._refresh(refresh_stats)
         if end_step is None:
             end_step = start_step
+        mode, start_phase, end_phase = _mode(mode), _phase(start_phase), _phase(end_phase)
         return self._aggregate(
             [
                 s
@@ -209,6 +232,7 @@ class SmdebugCProfileAnalysis:
 
     def fetch_profile_stats_between_modes(self, start_mode, end_mode, node_id="any", refresh_stats=True):
         self._refresh(refresh_stats)
+        start_mode, end_mode = _mode(start_mode), _mode(end_mode)
         return self._aggregate([s for s in self._by_node(node_id) if s.has_start_and_end_mode(start_mode, end_mode)])
 
     def fetch_pre_step_zero_profile_stats(self, node_id="any", refresh_stats=True):
@@ -222,8 +246,8 @@ class SmdebugCProfileAnalysis:
     def fetch_profile_stats_by_training_phase(self, node_id="any", refresh_stats=True):
         self._refresh(refresh_stats)
         out = {}
-        for start_mode in MODES:
-            for end_mode in MODES:
+        for start_mode in PythonProfileModes:
+            for end_mode in PythonProfileModes:
                 stats = self.fetch_profile_stats_between_modes(start_mode, end_mode, node_id=node_id, refresh_stats=False)
                 if stats is not None:
                     out[(start_mode, end_mode)] = stats
@@ -235,9 +259,9 @@ class SmdebugCProfileAnalysis:
         out = {}
         ps = pstats.Stats()
         for (start_mode, end_mode), stats in phases.items():
-            if start_mode == "prestepzero":
+            if start_mode == PythonProfileModes.PRE_STEP_ZERO:
                 out["initialization"] = stats
-            elif end_mode == "posthookclose":
+            elif end_mode == PythonProfileModes.POST_HOOK_CLOSE:
                 out["finalization"] = stats
             else:
                 ps.add(stats.ps)
@@ -245,13 +269,16 @@ class SmdebugCProfileAnalysis:
         return out
 
     def list_profile_stats(self, refresh_stats=True):
-        """smdebug returns a DataFrame of every entry's attributes (modes as strings)."""
+        """smdebug returns a DataFrame of every entry's attributes, modes mapped to their strings."""
         self._refresh(refresh_stats)
         try:
             import pandas as pd
         except ImportError:  # pragma: no cover - pandas is a test dependency
             return [vars(s) for s in self.python_profile_stats]
-        return pd.DataFrame([vars(s) for s in self.python_profile_stats])
+        df = pd.DataFrame([vars(s) for s in self.python_profile_stats])
+        df["start_mode"] = df["start_mode"].map(python_profile_mode_to_str)
+        df["end_mode"] = df["end_mode"].map(python_profile_mode_to_str)
+        return df
 
     def list_available_node_ids(self, refresh_stats=True):
         self._refresh(refresh_stats)

@@ -145,6 +145,38 @@ def test_corpus_is_deterministic_given_seed_and_templates(tmp_path: Path) -> Non
     assert a != c
 
 
+def test_baseline_does_what_smdebug_does_on_a_cached_call(tmp_path: Path) -> None:
+    """The baseline keeps smdebug 1.0.34's types and its per-call work, so its timings are smdebug's."""
+    import copy
+
+    from bench import baseline as bl
+    from bench import corpus
+
+    manifest = corpus.generate(tmp_path, files=20, nodes=2, seed=3, jobs=1, log=lambda m: None)
+    smdebug = bl.SmdebugCProfileAnalysis(manifest["cprofile_dir"])
+    entries = smdebug.python_profile_stats
+    assert len(entries) == 20
+    assert all(isinstance(e.start_mode, bl.PythonProfileModes) and isinstance(e.end_phase, bl.StepPhase) for e in entries)
+
+    # cProfileAnalysis filters its list to cProfile entries on every call, refresh_stats=False included.
+    stray = copy.copy(entries[0])
+    stray.profiler_name = "pyinstrument"
+    smdebug.python_profile_stats = [*entries, stray]
+    smdebug.fetch_profile_stats_by_step(0, refresh_stats=False)
+    assert stray not in smdebug.python_profile_stats and len(smdebug.python_profile_stats) == 20
+
+    # Modes and phases as smdebug's enums or as their folder-name strings select the same files.
+    as_enums = smdebug.fetch_profile_stats_by_step(
+        1, 2, bl.PythonProfileModes.TRAIN, bl.StepPhase.STEP_START, bl.StepPhase.STEP_END, refresh_stats=False
+    )
+    as_strings = smdebug.fetch_profile_stats_by_step(1, 2, "train", "stepstart", "stepend", refresh_stats=False)
+    assert as_enums is not None and as_enums.ps.stats == as_strings.ps.stats
+    phases = smdebug.fetch_profile_stats_by_training_phase(refresh_stats=False)
+    assert (bl.PythonProfileModes.TRAIN, bl.PythonProfileModes.TRAIN) in phases
+    listed = smdebug.list_profile_stats(refresh_stats=False)
+    assert set(listed["start_mode"]) <= set(bl.MODES)
+
+
 @pytest.mark.slow
 def test_bench_2k(tmp_path: Path) -> None:
     data, _ = run_bench(tmp_path, 2000, 4, "--repeats", "3", "--cli-repeats", "2", "--baseline-repeats", "2", timeout=1800)
