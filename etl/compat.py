@@ -52,6 +52,7 @@ import logging
 import os
 import pstats
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,7 +154,15 @@ class cProfileStats:
 
     def __init__(self, ps: pstats.Stats) -> None:
         self.ps = ps
-        self.function_stats_list = [cProfileFunctionStats(key, value) for key, value in ps.stats.items()]
+        # smdebug builds function_stats_list here; built when first read instead, it costs nothing to
+        # callers that never read it (~1 ms of a one-step fetch for ~270 functions). The shallow copy
+        # keeps the list what it would have been here if ps is later added to (add writes into its dict).
+        self._functions = dict(ps.stats)
+
+    @cached_property
+    def function_stats_list(self) -> list[cProfileFunctionStats]:
+        """One cProfileFunctionStats per function, in ``ps.stats`` order as this object was made."""
+        return [cProfileFunctionStats(key, value) for key, value in self._functions.items()]
 
     def print_top_n_functions(self, by: Metrics, n: int = 10) -> None:
         """Print the n top functions by a metric, as ``pstats`` prints them."""
@@ -175,7 +184,7 @@ class cProfileStats:
         )
 
     def __repr__(self) -> str:
-        return f"<cProfileStats: {len(self.function_stats_list)} functions from {len(self.ps.files)} file(s)>"
+        return f"<cProfileStats: {len(self._functions)} functions from {len(self.ps.files)} file(s)>"
 
 
 class PyinstrumentStepStats:

@@ -518,6 +518,21 @@ def test_function_stats_objects():
     }
 
 
+def test_function_stats_list_is_what_it_was_when_the_stats_were_made():
+    """function_stats_list is built on first read; it still lists the functions ps held when the
+    cProfileStats was made, as smdebug's eagerly built list does, even after ps is added to."""
+    first, second = ("/x/a.py", 1, "f"), ("/x/b.py", 2, "g")
+    ps = pstats.Stats()
+    ps.stats = {first: (1, 1, 0.5, 0.5, {})}
+    stats = cProfileStats(ps)
+    other = pstats.Stats()
+    other.stats = {first: (2, 2, 1.0, 1.0, {}), second: (1, 1, 0.25, 0.25, {})}
+    ps.add(other)
+    assert [(f.function_name, f.total_calls) for f in stats.function_stats_list] == [("/x/a.py:1(f)", 1)]
+    assert stats.function_stats_list is stats.function_stats_list  # built once
+    assert repr(stats) == "<cProfileStats: 1 functions from 0 file(s)>"
+
+
 # -- pyinstrument ----------------------------------------------------------------------------------------
 def _frames(frame: dict | None) -> set[tuple[str, float]]:
     found, stack = set(), [frame] if frame else []
