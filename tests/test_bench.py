@@ -73,6 +73,16 @@ def check_result(data: dict) -> None:
     # Each pass's floor pass counts, and the fastest pass is set against its own.
     assert len(one["adjacent_floors_seconds"]) == 2
     assert one["x_adjacent_floor"] == pytest.approx(one["seconds"] / one["adjacent_floor_seconds"])
+    # And a Parquet-floor pass before each, which counts towards the run's fastest Parquet floor.
+    assert len(one["adjacent_parquet_floors_seconds"]) == 2 and min(one["adjacent_parquet_floors_seconds"]) > 0
+    assert one["x_adjacent_parquet_floor"] == pytest.approx(one["seconds"] / one["adjacent_parquet_floor_seconds"])
+    fastest_parquet = min([data["parquet_floor"]["seconds"], *one["adjacent_parquet_floors_seconds"]])
+    assert fastest_parquet <= data["parquet_floor"]["seconds"]
+    targets = {t["name"]: t for t in data["targets"]}
+    from bench.run import _fmt_x
+
+    assert targets["ingest, 1 worker, against the Parquet floor"]["measured"] == _fmt_x(one["seconds"] / fastest_parquet)
+    assert "ingest, 1 worker, against the Parquet floor pass just before it" in targets
     assert data["floor"]["seconds"] >= 0 and min(one["adjacent_floors_seconds"]) > 0
     assert one["report"]["failed"] == 0
     if data["ingest"]["workers_supported"]:
