@@ -140,6 +140,12 @@ class StepPythonProfileStats:
     def has_post_hook_close_profile_stats(self) -> bool:
         return self.end_phase == StepPhase.END
 
+    def has_node_id(self, node_id: str) -> bool:
+        return self.node_id == node_id
+
+    def __repr__(self) -> str:
+        return repr(self.__dict__)
+
 
 class cProfileFunctionStats:
     def __init__(self, key, value) -> None:
@@ -275,6 +281,9 @@ class SmdebugCProfileAnalysis:
             import pandas as pd
         except ImportError:  # pragma: no cover - pandas is a test dependency
             return [vars(s) for s in self.python_profile_stats]
+        if not self.python_profile_stats:
+            print("No stats were found!")
+            return pd.DataFrame()
         df = pd.DataFrame([vars(s) for s in self.python_profile_stats])
         df["start_mode"] = df["start_mode"].map(python_profile_mode_to_str)
         df["end_mode"] = df["end_mode"].map(python_profile_mode_to_str)

@@ -1023,8 +1023,10 @@ def render_markdown(data: dict) -> str:
         "² max(peak RSS of the ingest's main process, peak PSS summed over its process tree: shared pages counted once). "
         "³ CPU cores kept busy by other processes on the machine during that measurement (0 = quiet machine)."
         + probe_note
-        + " The floor passes just before each ingest pass (a decode-floor pass, after a Parquet-floor pass)"
-        " show how far the host's speed drifted; the ingest is set against those of its own fastest pass."
+        + (" The floor passes just before each ingest pass (a decode-floor pass, after a Parquet-floor pass)"
+           " show how far the host's speed drifted; the ingest is set against those of its own fastest pass."
+           if any(isinstance(r, dict) and r.get("adjacent_parquet_floors_seconds") for r in ing["runs"].values())
+           else " The floor pass just before each ingest shows how far the host's speed drifted.")
         + (
             " ⁴ The least an ingest into this store does (bench/baseline.py, parquet_floor): no interval keys,"
             " listing, partial sums or commit."
