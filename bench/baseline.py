@@ -49,6 +49,7 @@ PYINSTRUMENT_JSON_FILENAME = "python_stats.json"
 PYINSTRUMENT_HTML_FILENAME = "python_stats.html"
 
 
+# smdebug's own enums, not etl.modes': the baseline must run smdebug's code whatever proflake's become.
 class PythonProfileModes(IntEnum):
     TRAIN = 1
     EVAL = 2
