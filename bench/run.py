@@ -846,8 +846,8 @@ def evaluate_targets(data: dict) -> list[dict]:
     if parquet_s:
         # The honest version of the two targets above: the same ratios against the Parquet floor, the least
         # an ingest into this store can do (writing the rows alone takes more than the decode floor). Set
-        # against the run's fastest Parquet-floor pass, and against the one measured just before the
-        # fastest ingest pass (older JSON has none).
+        # against the run's fastest Parquet-floor pass, and as the median of every ingest pass over the
+        # Parquet-floor pass measured just before it (older JSON has none).
         for label, run, key, op in (("1 worker", r1, "ingest_1w_x_parquet_floor", "<="),
                                     ("2 workers", r2, "ingest_2w_x_parquet_floor", "<")):
             if isinstance(run, dict) and "seconds" in run:
@@ -978,9 +978,7 @@ def render_markdown(data: dict) -> str:
     parquet = data.get("parquet_floor")
     parquet_s = best_parquet_floor(data)
     if parquet and parquet_s:
-        n_parquet = len(parquet["passes_seconds"]) + sum(
-            len(r.get("adjacent_parquet_floors_seconds") or []) for r in ing["runs"].values() if isinstance(r, dict)
-        )
+        n_parquet = len(parquet["passes_seconds"]) + len(_adjacent_parquet_floors(data))
         lines.append(
             f"| Parquet floor⁴ (read + etl.parse.parse_stats + write the rows with the store's settings, "
             f"1 process; fastest of {n_parquet}) | {parquet_s:.2f} "
@@ -1030,7 +1028,7 @@ def render_markdown(data: dict) -> str:
         + (" The floor passes just before each ingest pass (a decode-floor pass, after a Parquet-floor pass)"
            " show how far the host's speed drifted: the fastest pass over its own decode-floor pass, and every"
            " pass over its own Parquet-floor pass."
-           if any(isinstance(r, dict) and r.get("adjacent_parquet_floors_seconds") for r in ing["runs"].values())
+           if _adjacent_parquet_floors(data)
            else " The floor pass just before each ingest shows how far the host's speed drifted.")
         + (
             " ⁴ The least an ingest into this store does (bench/baseline.py, parquet_floor): no interval keys,"
@@ -1127,19 +1125,24 @@ def paired_parquet_ratios(run: dict) -> list[float]:
 def best_parquet_floor(data: dict) -> float | None:
     """The fastest Parquet-floor pass of the run: the initial passes and the one before each ingest pass."""
     first = data.get("parquet_floor", {}).get("seconds")
-    adjacent = [
-        s for run in data["ingest"]["runs"].values() if isinstance(run, dict)
-        for s in run.get("adjacent_parquet_floors_seconds") or []
-    ]
-    return min([first, *adjacent]) if first else None
+    return min([first, *_adjacent_parquet_floors(data)]) if first else None
 
 
 def _adjacent_floors(data: dict) -> list[float]:
-    """The floor passes measured right before each ingest pass (one per worker count in older JSON)."""
+    """The decode-floor passes measured right before each ingest pass (one per worker count in older JSON)."""
+    return _adjacent_passes(data, "adjacent_floors_seconds", "adjacent_floor_seconds")
+
+
+def _adjacent_parquet_floors(data: dict) -> list[float]:
+    """The Parquet-floor passes measured right before each ingest pass (none in JSON before 0704fc4)."""
+    return _adjacent_passes(data, "adjacent_parquet_floors_seconds")
+
+
+def _adjacent_passes(data: dict, every_pass: str, one_pass: str | None = None) -> list[float]:
     floors: list[float] = []
     for run in data["ingest"]["runs"].values():
         if isinstance(run, dict):
-            floors += run.get("adjacent_floors_seconds") or ([run["adjacent_floor_seconds"]] if run.get("adjacent_floor_seconds") else [])
+            floors += run.get(every_pass) or ([run[one_pass]] if one_pass and run.get(one_pass) else [])
     return floors
 
 
