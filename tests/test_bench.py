@@ -114,6 +114,18 @@ def check_result(data: dict) -> None:
             assert cell["same_answer"]["compat"]  # a verdict, even when the compatible API is not there yet
     names = {t["name"] for t in data["targets"]}
     assert {"ingest, 1 worker", "ingest, 1 worker, against the Parquet floor", "incremental re-run", "ingest peak RSS", "store size"} <= names
+    # The single step, four calls alternated: every one timed, and the targets read from the round ratios.
+    one_step = data["single_step"]
+    assert set(one_step["median_ms"]) == {"compat", "smdebug_cached", "native", "sql_floor"}
+    assert all(ms > 0 for ms in one_step["median_ms"].values())
+    assert set(one_step["x_smdebug_cached"]) == {"compat", "native", "sql_floor"}
+    assert targets["compat by_step (one step) vs smdebug cached, alternated"]["measured"].startswith(
+        _fmt_x(one_step["x_smdebug_cached"]["compat"])
+    )
+    honest = targets["compat by_step (one step) vs its SQL floor, alternated"]
+    assert honest["measured"] == _fmt_x(one_step["compat_x_sql_floor"])
+    assert honest["met"] == (one_step["compat_x_sql_floor"] <= 1.5)
+    assert "compat by_step (one step) vs smdebug cached" not in targets  # the unpaired row is for older JSON
 
 
 def test_bench_smoke(tmp_path: Path) -> None:
