@@ -345,12 +345,23 @@ def fastest_pass(run_pass: Callable[[], dict], passes: int) -> dict:
     return fastest
 
 
-def measure(fn: Callable[[], Any], repeats: int, *, warmup: bool = False, budget_s: float = 60.0) -> Timing:
-    """Median of up to ``repeats`` calls; stops early (after at least one) once ``budget_s`` is spent."""
+# Warm cells call first for this long (at least once). Each cell starts after --wait-quiet's idle probe,
+# and on this 2-vCPU VM a call right after 3 s of idling runs slower: by_step over all nodes, 10 cells
+# each way, alternated: 18.7 ms median after one warm-up call, 16.5 ms after 0.25 s of them (lower in 9
+# of 10 pairs), 15.4 ms with no idling at all.
+WARMUP_S = 0.5  # the default of --warmup
+
+
+def measure(fn: Callable[[], Any], repeats: int, *, warmup_s: float | None = None, budget_s: float = 60.0) -> Timing:
+    """Median of up to ``repeats`` calls; stops early (after at least one) once ``budget_s`` is spent.
+    ``warmup_s``: first call for that long, untimed (at least once)."""
     timing = Timing()
     try:
-        if warmup:
+        if warmup_s is not None:
+            warming = time.perf_counter()
             timing.result = fn()
+            while time.perf_counter() - warming < warmup_s:
+                timing.result = fn()
         spent = 0.0
         for _ in range(max(1, repeats)):
             started = time.perf_counter()
@@ -761,12 +772,12 @@ def bench_fetches(args, manifest: dict, store: Path, log) -> tuple[dict, dict]:
             cell: dict[str, Any] = {}
             wait_for_quiet(args.wait_quiet, log)
             log(f"  {case.name} [{scope}] ...")
-            t_native = measure(lambda: case.native(native, node), r, warmup=True)
+            t_native = measure(lambda: case.native(native, node), r, warmup_s=args.warmup)
             t_native_cold = measure(lambda: _cold_native(Profiles, store, case, node), r)
             with _quiet():
                 if compat_warm is not None:
-                    t_compat = measure(lambda: case.compat(compat_warm, compat_node, False), r, warmup=True)
-                    t_compat_drop_in = measure(lambda: case.compat(compat_drop_in, compat_node, True), max(1, r // 2), warmup=False)
+                    t_compat = measure(lambda: case.compat(compat_warm, compat_node, False), r, warmup_s=args.warmup)
+                    t_compat_drop_in = measure(lambda: case.compat(compat_drop_in, compat_node, True), max(1, r // 2))
                 else:
                     t_compat = t_compat_drop_in = Timing(error=compat_error or compat_from)
                 cli = proflake + case.cli + ["--store", str(store), "--format", "csv"]
@@ -857,13 +868,17 @@ def bench_single_step(args, manifest: dict, store: Path, log) -> dict:
     wait_for_quiet(args.wait_quiet, log)
     log(f"  by_step {step} [any], alternated x{args.alternations} ...")
     with OtherLoad() as load, _quiet():
-        for round_ in range(args.alternations + 5):
+        warming, warm_rounds = time.perf_counter(), 0
+        while warm_rounds < 5 or time.perf_counter() - warming < args.warmup:
+            for call in calls.values():
+                call()
+            warm_rounds += 1
+        for _ in range(args.alternations):
             order = order[1:] + order[:1]  # each call in each position in turn: none always follows the same one
             for name in order:
                 started = time.perf_counter()
                 calls[name]()
-                if round_ >= 5:  # five rounds of warm-up
-                    runs[name].append((time.perf_counter() - started) * 1000)
+                runs[name].append((time.perf_counter() - started) * 1000)
     native.close()
     compat.close()
     base = runs["smdebug_cached"]
@@ -1330,6 +1345,10 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--cli-repeats", type=int, default=3, help="runs per CLI latency (default 3)")
     m.add_argument("--baseline-repeats", type=int, default=3, help="runs per baseline latency (default 3)")
     m.add_argument(
+        "--warmup", type=float, default=WARMUP_S, metavar="SECONDS",
+        help=f"untimed calls before each warm cell and the alternation, for this long (default {WARMUP_S})",
+    )
+    m.add_argument(
         "--alternations", type=int, default=41,
         help="rounds of the single-step comparison, compat / native / smdebug cached / SQL floor called in turn (default 41)",
     )
@@ -1358,6 +1377,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--ingest-passes must be at least 1, not {args.ingest_passes}")
     if args.alternations < 1:
         parser.error(f"--alternations must be at least 1, not {args.alternations}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be 0 seconds or more, not {args.warmup}")
     if args.render:
         data = json.loads(args.render.read_text())
         data["targets"] = evaluate_targets(data)

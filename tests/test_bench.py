@@ -130,7 +130,8 @@ def check_result(data: dict) -> None:
 
 def test_bench_smoke(tmp_path: Path) -> None:
     data, corpus = run_bench(
-        tmp_path, 40, 2, "--repeats", "2", "--cli-repeats", "1", "--baseline-repeats", "1", timeout=300
+        tmp_path, 40, 2, "--repeats", "2", "--cli-repeats", "1", "--baseline-repeats", "1", "--warmup", "0.05",
+        "--alternations", "3", timeout=300
     )
     check_result(data)
     manifest = json.loads((corpus / "corpus.json").read_text())
