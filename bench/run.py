@@ -29,8 +29,8 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import math
+import os
 import platform
 import random
 import shutil
@@ -820,29 +820,34 @@ def bench_fetches(args, manifest: dict, store: Path, log) -> tuple[dict, dict]:
     return results, meta
 
 
-def sql_floor_of_one_step(profiles, step: int) -> Callable[[], None]:
-    """The two statements every fetch of "step N of node any" runs, bound once and run bare: the
-    selection (queries/by_step.sql) and the roll-up of what it selected (queries/rollup_cprofile.sql). No
-    caller edges, no pstats.Stats, no Python around them: the least such a fetch can cost."""
+def sql_floor_of_one_step(profiles, step: int) -> tuple[list[str], Callable[[], None]]:
+    """The statements a warm ``profiles.by_step(step, node="any")`` runs, recorded during one such call
+    and replayed bare: no caller edges, no pstats.Stats, no Python around them, the least that fetch
+    can cost. Recorded rather than rebuilt, so the floor follows whatever Profiles.fetch runs. Returns
+    the statements' names (queries/*.sql) and the replay."""
     from etl import queries
-    from etl.api import _method_params
 
-    scope = profiles.scope(job=None, all_jobs=False, node="any", profiler="cprofile")
-    arguments = dict(start_step=step, end_step=None, mode="train", start_phase="stepstart", end_phase="stepend")
-    params = {**scope.params(), **_method_params("by_step", arguments)}
-    selected = profiles._select("by_step", params)
-    rollup_params = {**params, "method": "by_step", "by_node": False, "by_modes": False, "by_job_phase": False,
-                     "sort": "cumtime", "top": None}
-    rollup, values = profiles._rollup_query(selected, "rollup_cprofile", rollup_params)
+    profiles.by_step(step, node="any")  # once first: what a warm call no longer runs (scope) is not recorded
+    recorded: list[tuple[str, str, dict[str, Any]]] = []
+    run_named = queries.run_named
+
+    def recording(con, name: str, params: dict[str, Any]):
+        sql = queries.query_text(name)
+        recorded.append((name, sql, queries.bind(sql, params)))
+        return run_named(con, name, params)
+
+    queries.run_named = recording
+    try:
+        profiles.by_step(step, node="any")
+    finally:
+        queries.run_named = run_named
     con = profiles.connection()
-    statements = [(queries.query_text(name), queries.bind(queries.query_text(name), p))
-                  for name, p in (("by_step", params), (rollup, values))]
 
     def run() -> None:
-        for sql, bound in statements:
+        for _, sql, bound in recorded:
             queries.run(con, sql, bound)
 
-    return run
+    return [name for name, _, _ in recorded], run
 
 
 def bench_single_step(args, manifest: dict, store: Path, log) -> dict:
@@ -870,8 +875,8 @@ def bench_single_step(args, manifest: dict, store: Path, log) -> dict:
             "compat": lambda: compat.fetch_profile_stats_by_step(step, node_id="any", refresh_stats=False),
             "smdebug_cached": lambda: smdebug.fetch_profile_stats_by_step(step, node_id="any", refresh_stats=False),
             "native": lambda: native.by_step(step, node="any"),
-            "sql_floor": sql_floor_of_one_step(native, step),
         }
+        floor_statements, calls["sql_floor"] = sql_floor_of_one_step(native, step)
         runs: dict[str, list[float]] = {name: [] for name in calls}
         order = list(calls)
         shuffle = random.Random(0).shuffle  # the same orders in every run
@@ -899,6 +904,7 @@ def bench_single_step(args, manifest: dict, store: Path, log) -> dict:
         "step": step,
         "rounds": args.alternations,
         "warmup_rounds": warm_rounds,
+        "sql_floor_statements": floor_statements,
         "runs_ms": {name: [round(ms, 3) for ms in times] for name, times in runs.items()},
         "median_ms": {name: round(statistics.median(ms), 3) for name, ms in runs.items()},
         # Each call's time over smdebug's cached call's in the same round (above 1: slower than smdebug).

@@ -126,6 +126,8 @@ def check_result(data: dict) -> None:
     for name in ("compat", "native", "sql_floor"):  # each call's time over smdebug's, round by round
         ratios = [a / b for a, b in zip(runs[name], runs["smdebug_cached"])]
         assert one_step["x_smdebug_cached"][name] == pytest.approx(median(ratios), rel=1e-3, abs=1e-3)
+    # The floor is what a warm native by_step runs: the selection and the roll-up, nothing else.
+    assert one_step["sql_floor_statements"] == ["by_step", "rollup_cprofile"]
     # The compatible call runs the floor's two statements and more: the caller edges and the pstats.Stats.
     assert one_step["compat_x_sql_floor"] > 1.0
     assert targets["compat by_step (one step) vs smdebug cached, alternated"]["measured"].startswith(
