@@ -1150,7 +1150,7 @@ def render_markdown(data: dict) -> str:
     lines.append("")
     probes = [
         sec.get("machine", {}).get("cpu_probe_ms")
-        for sec in [f, rd, inc, *[r for r in ing["runs"].values() if isinstance(r, dict)]]
+        for sec in [f, parquet or {}, rd, inc, *[r for r in ing["runs"].values() if isinstance(r, dict)]]
     ]
     probes = [p for p in probes if p is not None]
     probe_note = f" A fixed CPU probe took {min(probes):.1f}-{max(probes):.1f} ms across these rows (host speed drift)." if probes else ""

@@ -99,6 +99,11 @@ def check_result(data: dict) -> None:
     assert len(data["ingest"]["incremental"]["passes_seconds"]) == 3
     assert data["ingest"]["incremental"]["report"]["new_intervals"] == 0
     assert 0 < data["store"]["x_raw"]
+    # The host-drift note spans the CPU probe of every row of the ingest table, the Parquet floor's too.
+    rows = [data["floor"], data["parquet_floor"], data.get("readers", {}), data["ingest"]["incremental"],
+            *[r for r in data["ingest"]["runs"].values() if isinstance(r, dict)]]
+    probes = [row["machine"]["cpu_probe_ms"] for row in rows if row.get("machine")]
+    assert f"A fixed CPU probe took {min(probes):.1f}-{max(probes):.1f} ms across these rows" in data["markdown"]
     assert set(data["fetch"]) == METHODS
     for method, entry in data["fetch"].items():
         scopes = {"all"} if method in ("list_profile_stats", "nodes") else {"any", "all"}
