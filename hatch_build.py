@@ -1,7 +1,7 @@
-"""Compile etl/readers/_pstats_columns.c, the cProfile decoder ingest parses with, into the build.
+"""Compile etl/proflake/readers/_pstats_columns.c, the cProfile decoder ingest parses with, into the build.
 
 A wheel carries the compiled module; an editable install builds it beside its source, where the
-checkout's etl/ is imported from. setuptools does the compiling because it knows each platform's
+checkout's proflake/ is imported from. setuptools does the compiling because it knows each platform's
 compiler and flags. Without a working C compiler the build goes on without the module (with a
 warning): proflake then parses with its Python paths, ~2.4x slower per cProfile file, same rows.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-MODULE = "etl.readers._pstats_columns"
-SOURCE = "etl/readers/_pstats_columns.c"
+MODULE = "proflake.readers._pstats_columns"
+SOURCE = "etl/proflake/readers/_pstats_columns.c"
 
 
 class CompiledDecoderHook(BuildHookInterface):
@@ -29,12 +29,13 @@ class CompiledDecoderHook(BuildHookInterface):
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
         if version != "editable":  # ignored by git, so it must be added by name
-            build_data["force_include"][str(built)] = built.relative_to(self.root).as_posix()
+            build_data["force_include"][str(built)] = built.relative_to(Path(self.root, "etl")).as_posix()
 
     def _compile(self) -> Path | None:
         from setuptools import Distribution, Extension
 
-        distribution = Distribution({"name": "proflake", "ext_modules": [Extension(MODULE, [SOURCE])]})
+        distribution = Distribution({"name": "proflake", "package_dir": {"": "etl"},
+                                     "ext_modules": [Extension(MODULE, [SOURCE])]})
         command = distribution.get_command_obj("build_ext")
         command.inplace = True
         here = os.getcwd()

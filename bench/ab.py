@@ -3,7 +3,7 @@ change bought, with the host's drift shared by both sides (bench.run's ratios ar
 
     python -m bench.ab --corpus /tmp/pb/corpus-10k --before /tmp/old-checkout --rounds 3 --workers 1 2
 
-``--before`` and ``--after`` (default: this checkout) are folders holding ``etl/``; each side runs in a
+``--before`` and ``--after`` (default: this checkout) are folders holding ``etl/proflake/``; each side runs in a
 fresh interpreter with that folder first on its path, into a fresh store, and only ``ingest()`` is timed.
 A side whose compiled decoder is not built beside its source parses in Python: build it first
 (``pip install -e`` in that checkout, or copy the module).
@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
-from etl.ingest import ingest
+sys.path.insert(0, sys.argv[1] + "/etl")
+from proflake.ingestion.batch import ingest
 started = time.perf_counter()
 ingest(sys.argv[2], sys.argv[3], workers=int(sys.argv[4]), log=lambda message: None)
 print(json.dumps({"seconds": time.perf_counter() - started}))
@@ -36,7 +36,7 @@ print(json.dumps({"seconds": time.perf_counter() - started}))
 def time_ingest(checkout: Path, job_dir: str, workers: int) -> float:
     store = tempfile.mkdtemp(prefix="proflake-ab-")
     try:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(checkout / "etl"), str(checkout), os.environ.get("PYTHONPATH")]))}
         done = subprocess.run([sys.executable, "-c", CHILD, str(checkout), job_dir, store, str(workers)],
                               capture_output=True, text=True, env=env, cwd=checkout)
         if done.returncode != 0:
@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args(argv)
     for side in (args.before, args.after):
-        if not (side / "etl").is_dir():
-            parser.error(f"{side} holds no etl/ folder; pass a proflake checkout")
+        if not (side / "etl" / "proflake").is_dir():
+            parser.error(f"{side} holds no etl/proflake/ folder; pass a proflake checkout")
     manifest = args.corpus / "corpus.json"
     if not manifest.is_file():
         parser.error(f"{args.corpus} holds no corpus.json; pass a corpus written by bench.corpus")

@@ -49,7 +49,7 @@ PYINSTRUMENT_JSON_FILENAME = "python_stats.json"
 PYINSTRUMENT_HTML_FILENAME = "python_stats.html"
 
 
-# smdebug's own enums, not etl.modes': the baseline must run smdebug's code whatever proflake's become.
+# smdebug's own enums, not proflake.modes': the baseline must run smdebug's code whatever proflake's become.
 class PythonProfileModes(IntEnum):
     TRAIN = 1
     EVAL = 2
@@ -346,10 +346,9 @@ def parquet_floor(cprofile_paths: list[str], pyinstrument_paths: list[str], out_
     import shutil
 
     import pyarrow as pa
-
-    from etl.deltawrite import parquet_options, write_data_file
-    from etl.parse import parse_stats
-    from etl.store import WRITER_PROPERTIES
+    from proflake.readers.parse import parse_stats
+    from proflake.store.deltawrite import parquet_options, write_data_file
+    from proflake.store.store import WRITER_PROPERTIES
 
     options = parquet_options(WRITER_PROPERTIES)
     out_dir = Path(out_dir)

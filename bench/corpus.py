@@ -3,7 +3,7 @@
 Profiling a real workload 10,000 times would take hours, so the corpus is built in two stages:
 
 1. **Templates** (a few seconds): :mod:`bench.workload` runs a small training job in fresh interpreters
-   under ``etl.capture.Capture``, once with cProfile and once with pyinstrument. Those are real profiles:
+   under ``proflake.capture.capture.Capture``, once with cProfile and once with pyinstrument. Those are real profiles:
    a pre-step-zero interval that imports much of the standard library, numpy and pandas (~2,700
    functions), train steps of ~230-380 functions (the toy model plus logging, metrics, config copies,
    JSON lines, periodic checkpoints), a train->eval transition, eval steps, a post-hook-close interval,
@@ -11,7 +11,7 @@ Profiling a real workload 10,000 times would take hours, so the corpus is built 
 2. **Corpus** (about a millisecond per file): every interval of every node re-dumps one template with
    its call counts multiplied by a small integer and its times scaled so the profile accounts for most
    of the interval's wall time (each function's times jittered by +-10%), written under smdebug's
-   layout with ``etl.capture.stats_dir_name`` names. The pstats structure stays valid: cc <= nc, every
+   layout with ``proflake.capture.capture.stats_dir_name`` names. The pstats structure stays valid: cc <= nc, every
    caller edge scaled like its callee. pyinstrument sessions get the interval's start time and scaled
    frame times; their HTML pages are hard links to the template's (nothing reads them but a browser).
 
@@ -42,7 +42,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from etl.capture import CPROFILE_FILE, PYINSTRUMENT_HTML_FILE, PYINSTRUMENT_JSON_FILE, stats_dir_name
+from proflake.capture.capture import (
+    CPROFILE_FILE,
+    PYINSTRUMENT_HTML_FILE,
+    PYINSTRUMENT_JSON_FILE,
+    stats_dir_name,
+)
 
 FRAMEWORK = "pytorch"
 JOB_NAME = "bench-job"
@@ -59,7 +64,7 @@ def capture_templates(out: Path, seed: int = 0) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     roles = {}
     repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo / "etl"), str(repo), os.environ.get("PYTHONPATH")]))}
     for profiler in ("cprofile", "pyinstrument"):
         done = subprocess.run(
             [sys.executable, "-m", "bench.workload", "--out", str(out), "--profiler", profiler, "--seed", str(seed)],
@@ -172,7 +177,7 @@ class _Writer:
         self.html_bytes = 0
 
     def stats_dir(self, start: tuple, start_s: float, end: tuple, end_s: float) -> Path:
-        # smdebug writes time.time() * 1000000 formatted with str(); so does etl.capture.stats_dir_name.
+        # smdebug writes time.time() * 1000000 formatted with str(); so does proflake.capture.capture.stats_dir_name.
         path = self.node_dir / stats_dir_name(start, start_s * 1_000_000, end, end_s * 1_000_000)
         path.mkdir(parents=True)
         return path

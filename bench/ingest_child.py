@@ -1,6 +1,6 @@
 """One ingest in its own process, so its peak RSS is its own: ``python -m bench.ingest_child SOURCE STORE``.
 
-Prints one JSON object on stdout: the seconds ``etl.ingest.ingest`` took (imports excluded), the
+Prints one JSON object on stdout: the seconds ``proflake.ingestion.batch.ingest`` took (imports excluded), the
 IngestReport, and ``getrusage`` peak RSS of this process and of any worker processes it waited for.
 """
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    from etl.ingest import ingest
+    from proflake.ingestion.batch import ingest
 
     import_seconds = time.perf_counter() - started
     kwargs = {}

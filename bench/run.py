@@ -7,7 +7,7 @@ Everything is measured in one run, side by side:
 
 * **decode floor**: read every stats file and decode it (``marshal.loads`` / ``json.loads``) in this
   process, best of two passes (the page cache is warm for everything after it).
-* **ingest** into a fresh store, with 1 worker and with 2 (when ``etl.ingest.ingest`` takes
+* **ingest** into a fresh store, with 1 worker and with 2 (when ``proflake.ingestion.batch.ingest`` takes
   ``workers=``), each in a subprocess whose peak RSS is sampled over its whole process tree; as a ratio
   to the floor. Then an incremental re-run over the unchanged corpus, as a ratio to the full ingest.
 * **store bytes** (every file under the store folder) against the raw bytes of the stats files.
@@ -91,18 +91,18 @@ def _git_rev() -> str:
         return os.environ["PROFLAKE_BENCH_GIT"]
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "etl", "queries", "schemas"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-        return (rev or "unknown") + ("+dirty(etl/queries/schemas)" if dirty else "")
+        dirty = subprocess.run(["git", "status", "--porcelain", "proflake", "queries", "schemas"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        return (rev or "unknown") + ("+dirty(proflake/queries/schemas)" if dirty else "")
     except OSError:
         return "unknown"
 
 
 def code_hash(root: Path = REPO) -> str:
-    """A hash of the code measured (etl/, queries/, schemas/), so results name it even with uncommitted edits."""
+    """A hash of the code measured (proflake/, queries/, schemas/), so results name it even with uncommitted edits."""
     import hashlib
 
     digest = hashlib.sha256()
-    for folder, pattern in (("etl", "*.py"), ("queries", "*.sql"), ("schemas", "*.json")):
+    for folder, pattern in (("proflake", "*.py"), ("queries", "*.sql"), ("schemas", "*.json")):
         for path in sorted((root / folder).rglob(pattern)):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
@@ -112,7 +112,7 @@ def _cprofile_decoder() -> str:
     """Which decoder the measured code parses cProfile dumps with: a build without a C compiler, or a
     compiled module older than its source, would make every ingest figure about something else."""
     try:
-        from etl.readers import cprofile
+        from proflake.readers import cprofile
     except ImportError as e:
         return f"n/a ({e})"
     compiled = getattr(cprofile, "_compiled", None)
@@ -124,7 +124,7 @@ def _cprofile_decoder() -> str:
 
 
 def snapshot_and_reexec(argv: list[str], target: Path | None) -> None:
-    """Copy the checkout (not .venv) and re-run this command from the copy, so edits made to etl/ while the
+    """Copy the checkout (not .venv) and re-run this command from the copy, so edits made to proflake/ while the
     benchmark runs cannot mix two versions of the code into one result."""
     target = (target or Path(tempfile.gettempdir()) / "proflake-bench" / f"snapshot-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}").absolute()
     ignore = shutil.ignore_patterns(".venv", "__pycache__", ".pytest_cache", "results", "proflake-store", "*.egg-info")
@@ -133,7 +133,7 @@ def snapshot_and_reexec(argv: list[str], target: Path | None) -> None:
     if not any(a == "--json-out" or a.startswith("--json-out=") for a in rest):
         rest += ["--json-out", str(RESULTS_DIR / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json")]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target / "etl"), str(target), env.get("PYTHONPATH")]))
     env["PROFLAKE_BENCH_GIT"] = _git_rev()
     env["PROFLAKE_BENCH_SNAPSHOT"] = str(target)
     print(f"measuring a snapshot of {REPO} taken into {target}", file=sys.stderr, flush=True)
@@ -154,7 +154,7 @@ def _dir_bytes(path: Path) -> int:
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "etl"), str(REPO), env.get("PYTHONPATH")]))
     return env
 
 
@@ -165,7 +165,7 @@ def _proflake_exe() -> list[str]:
     found = shutil.which("proflake")
     if found:
         return [found]
-    return [sys.executable, "-c", "import sys; from etl.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from proflake.cli import main; sys.exit(main())"]
 
 
 class TreeRssSampler:
@@ -382,13 +382,13 @@ def measure(fn: Callable[[], Any], repeats: int, *, warmup_s: float | None = Non
 
 # -- ingest -----------------------------------------------------------------------------------------------
 def _ingest_signature() -> str:
-    from etl.ingest import ingest
+    from proflake.ingestion.batch import ingest
 
     return f"ingest{inspect.signature(ingest)}"
 
 
 def ingest_supports_workers() -> bool:
-    from etl.ingest import ingest
+    from proflake.ingestion.batch import ingest
 
     return "workers" in inspect.signature(ingest).parameters
 
@@ -481,14 +481,14 @@ def top_functions(prof_file: str | Path, n: int = 15) -> dict:
 
 
 def _reader_functions():
-    """What a parse worker runs per file: etl.parse.parse_stats when it exists, else the readers directly."""
-    from etl.readers.cprofile import decode
+    """What a parse worker runs per file: proflake.readers.parse.parse_stats when it exists, else the readers directly."""
+    from proflake.readers.cprofile import decode
 
     try:
-        from etl.parse import parse_stats
+        from proflake.readers.parse import parse_stats
     except ImportError:
-        from etl.readers.cprofile import read_cprofile
-        from etl.readers.pyinstrument import read_pyinstrument
+        from proflake.readers.cprofile import read_cprofile
+        from proflake.readers.pyinstrument import read_pyinstrument
 
         def parse_stats(profiler: str, data: bytes):
             return read_cprofile(data) if profiler == "cprofile" else read_pyinstrument(data)
@@ -734,21 +734,21 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 def import_compat():
     try:
-        from etl import cProfileAnalysis  # type: ignore[attr-defined]
+        from proflake import cProfileAnalysis  # type: ignore[attr-defined]
 
-        return cProfileAnalysis, "etl"
+        return cProfileAnalysis, "proflake"
     except ImportError:
         pass
     try:
-        from etl.compat import cProfileAnalysis
+        from proflake.smdebug.compat import cProfileAnalysis
 
-        return cProfileAnalysis, "etl.compat (not exported from etl yet)"
+        return cProfileAnalysis, "proflake.smdebug.compat (not exported from proflake yet)"
     except Exception as e:
         return None, f"n/a ({type(e).__name__}: {e})"
 
 
 def bench_fetches(args, manifest: dict, store: Path, log) -> tuple[dict, dict]:
-    from etl import Profiles
+    from proflake import Profiles
 
     compat_cls, compat_from = import_compat()
     cases = build_cases(manifest)
@@ -825,7 +825,7 @@ def sql_floor_of_one_step(profiles, step: int) -> tuple[list[str], Callable[[], 
     and replayed bare: no caller edges, no pstats.Stats, no Python around them, the least that fetch
     can cost. Recorded rather than rebuilt, so the floor follows whatever Profiles.fetch runs. Returns
     the statements' names (queries/*.sql) and the replay."""
-    from etl import queries
+    from proflake import sql as queries
 
     profiles.by_step(step, node="any")  # once first: what a warm call no longer runs (scope) is not recorded
     recorded: list[tuple[str, str, dict[str, Any]]] = []
@@ -856,7 +856,7 @@ def bench_single_step(args, manifest: dict, store: Path, log) -> dict:
     floor (sql_floor_of_one_step). Medians drift with the host by ±30% within minutes; the median of
     each round's ratio does not, so the single-step targets are read from these ratios. A failure is
     reported in the result, as measure() does: it must not sink the run's other figures."""
-    from etl import Profiles
+    from proflake import Profiles
 
     compat_cls, compat_from = import_compat()
     if compat_cls is None:
@@ -1113,7 +1113,7 @@ def render_markdown(data: dict) -> str:
     if parquet and parquet_s:
         n_parquet = len(parquet["passes_seconds"]) + len(_adjacent_parquet_floors(data))
         lines.append(
-            f"| Parquet floor⁴ (read + etl.parse.parse_stats + write the rows with the store's settings, "
+            f"| Parquet floor⁴ (read + proflake.readers.parse.parse_stats + write the rows with the store's settings, "
             f"1 process; fastest of {n_parquet}) | {parquet_s:.2f} "
             f"| {_fmt_x(parquet_s / floor_s)} | - | - | - | - | {_load(parquet)} |"
         )
@@ -1138,7 +1138,7 @@ def render_markdown(data: dict) -> str:
     rd = data.get("readers", {})
     if "seconds" in rd:
         lines.append(
-            f"| parse only (read + etl.parse.parse_stats, no store, no workers; 1 process) | {rd['seconds']:.2f} "
+            f"| parse only (read + proflake.readers.parse.parse_stats, no store, no workers; 1 process) | {rd['seconds']:.2f} "
             f"| {_fmt_x(rd['seconds'] / floor_s)} | - | - | - | - | {_load(rd)} |"
         )
     inc = ing.get("incremental", {})
@@ -1390,7 +1390,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--json-out", type=Path, help="default bench/results/<UTC timestamp>.json")
     m.add_argument(
         "--snapshot", action="store_true",
-        help="measure a copy of the checkout taken now (others may be editing etl/ while this runs)",
+        help="measure a copy of the checkout taken now (others may be editing proflake/ while this runs)",
     )
     m.add_argument(
         "--wait-quiet", type=float, default=0.0, metavar="SECONDS",
@@ -1516,7 +1516,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(prof_store, ignore_errors=True)
     data["ingest"] = ingest_data
     quiet()
-    log("parse pass (read + etl.parse.parse_stats, no store) ...")
+    log("parse pass (read + proflake.readers.parse.parse_stats, no store) ...")
     with OtherLoad() as load:
         data["readers"] = reader_pass(
             cprofile_paths, pyinstrument_paths, f"{args.profile_ingest}.readers" if args.profile_ingest else None

@@ -1,11 +1,11 @@
 """The workload the benchmark's template profiles are captured from: a training job's start-up and steps.
 
 Run in a fresh interpreter (``python -m bench.workload --out DIR --profiler cprofile``) so the pre-step-zero
-interval sees real first imports, as a training script's start-up does. ``etl.capture.Capture`` profiles
+interval sees real first imports, as a training script's start-up does. ``proflake.capture.capture.Capture`` profiles
 it and writes smdebug's layout; ``bench.corpus`` then re-dumps those real profiles, varied, thousands
 of times.
 
-The step is :func:`etl.sample_job.train_step` (the toy model) plus what a training framework does around
+The step is :func:`proflake.capture.sample_job.train_step` (the toy model) plus what a training framework does around
 it every step: logging, metric bookkeeping, config copies, JSON lines, a work queue, path handling,
 sometimes a checkpoint. That gives step profiles of roughly 250-300 functions; the pre-step-zero
 interval imports a large part of the standard library and sets the job up (~2,500-2,800 functions).
@@ -51,7 +51,7 @@ class Job:
         import logging.config
         import queue
 
-        from etl import sample_job
+        from proflake.capture import sample_job
 
         self.rng = rng
         self.sample_job = sample_job
@@ -246,7 +246,7 @@ def finish(job: Job) -> None:
 
 def capture_job(out: Path, profiler: str, seed: int = 0) -> dict[str, list[str]]:
     """Run the whole job under one profiler; return role -> stats directories (relative to ``out``)."""
-    from etl.capture import Capture
+    from proflake.capture.capture import Capture
 
     rng = random.Random(seed)
     os.environ.setdefault("BENCH_CHECKPOINT_DIR", str(out))

@@ -12,7 +12,7 @@ fi
 stamp=.venv/.proflake-installed
 # The compiled decoder is built by the install, so a change to its source or build hook re-installs too.
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ hatch_build.py -nt "$stamp" ] \
-   || [ etl/readers/_pstats_columns.c -nt "$stamp" ]; then
+   || [ etl/proflake/readers/_pstats_columns.c -nt "$stamp" ]; then
   python -m pip install --quiet --upgrade pip
   python -m pip install --quiet -e ".[${PROFLAKE_EXTRAS:-test}]"
   touch "$stamp"

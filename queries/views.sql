@@ -1,9 +1,9 @@
 -- views: the convenience views BI tools and ad hoc SQL see beside the store's tables, defined in the BI
 -- catalog (proflake catalog) and on every proflake sql / Profiles.sql connection. They read only the public
 -- views (intervals, function_stats, function_callers, pyinstrument_frames, batches), so they hold exactly
--- the committed, live data. Names and columns are a public contract: VIEWS in etl/catalog.py declares
+-- the committed, live data. Names and columns are a public contract: VIEWS in etl/proflake/bi/catalog.py declares
 -- them, README.md ("BI and ad hoc SQL") documents them, and tests/test_catalog.py fails when a column here
--- changes without both. batch_runs is queries/list_batches.sql, defined by etl/catalog.py.
+-- changes without both. batch_runs is queries/list_batches.sql, defined by etl/proflake/bi/catalog.py.
 --
 --   cprofile_by_job_phase, cprofile_by_training_phase, cprofile_by_step
 --       fetch by-job-phase / by-training-phase / by-step N as views: cProfile functions summed per job and

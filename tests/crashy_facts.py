@@ -6,8 +6,7 @@ import os
 import signal
 
 import pyarrow as pa
-
-from etl.parse import ParsedStats
+from proflake.readers.parse import ParsedStats
 
 ROWS_PER_FILE = 7
 

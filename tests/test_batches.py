@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import JobBuilder, assert_same_pstats, pstats_of
-from etl import Profiles, ingest
-from etl.compact import compact
-from etl.errors import StoreError
-from etl.lock import LOCK_NAME, StoreLock, StoreLockedError
-from etl.store import FACT_TABLES, Store, raw_view
+from proflake import Profiles, ingest
+from proflake.errors import StoreError, StoreLockedError
+from proflake.store.compact import compact
+from proflake.store.lock import LOCK_NAME, StoreLock
+from proflake.store.store import FACT_TABLES, Store, raw_view
 
 STEP = "{mode}-{step}-stepstart-{start}_{mode}-{step}-stepend-{end}"
 
@@ -58,7 +57,7 @@ def snapshot(store: str) -> dict[str, list]:
 
 def run_ingest(source: Path, store: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "etl.cli", "ingest", str(source), "--store", str(store), *extra],
+        [sys.executable, "-m", "proflake.cli", "ingest", str(source), "--store", str(store), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -127,7 +126,7 @@ def test_intervals_written_in_many_files_commit_as_one_batch(tmp_path, monkeypat
     row, whether they are appended, replace changed files, or replace everything (a full refresh)."""
     import importlib
 
-    ingest_module = importlib.import_module("etl.ingest")
+    ingest_module = importlib.import_module("proflake.ingestion.batch")
     paths = build_corpus(tmp_path / "src", nodes=2, steps=6, pyinstrument_every=3)
     reference = str(tmp_path / "reference")
     ingest(str(tmp_path / "src"), reference)
@@ -316,7 +315,7 @@ def test_a_second_writer_is_refused_then_waits(tmp_path):
     store.create()
     with StoreLock(store, purpose="test holder"):
         done = subprocess.run(
-            [sys.executable, "-m", "etl.cli", "ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store")],
+            [sys.executable, "-m", "proflake.cli", "ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store")],
             capture_output=True,
             text=True,
         )
@@ -409,7 +408,7 @@ def test_compaction_changes_no_answer_and_readers_keep_working(tmp_path):
 def test_ingest_logs_progress_lines_when_not_on_a_terminal(tmp_path):
     build_corpus(tmp_path / "src", nodes=1, steps=1)
     done = subprocess.run(
-        [sys.executable, "-m", "etl.cli", "ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store")],
+        [sys.executable, "-m", "proflake.cli", "ingest", str(tmp_path / "src"), "--store", str(tmp_path / "store")],
         capture_output=True,
         text=True,
     )
@@ -420,7 +419,7 @@ def test_ingest_logs_progress_lines_when_not_on_a_terminal(tmp_path):
 
 
 def test_terminal_progress_draws_a_bar_with_rate_and_eta(capsys):
-    from etl.cli import _TerminalProgress
+    from proflake.cli.write import _TerminalProgress
 
     bar = _TerminalProgress(tty=True)
     bar.reading(total_files=10, total_bytes=10_000_000)

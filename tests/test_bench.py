@@ -166,7 +166,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
                 assert 0 <= e_cc <= e_nc
     pre = [p for p in files if p.parent.name.startswith("prestepzero-*-start")]
     assert len(pre) == 2 and all(len(marshal.loads(p.read_bytes())) > 1000 for p in pre)
-    from etl.readers.pyinstrument import read_pyinstrument
+    from proflake.readers.pyinstrument import read_pyinstrument
 
     sessions = sorted((corpus / "bench-job").rglob("python_stats.json"))
     assert len(sessions) == manifest["pyinstrument_intervals"] >= 2

@@ -12,19 +12,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import proflake.capture.capture as capture_module
 import pytest
-
-import etl.capture as capture_module
-from etl.capture import (
+from proflake.capture.capture import (
     Boundary,
     Capture,
     NestedCaptureError,
     default_node_id,
     stats_dir_name,
 )
-from etl.errors import UnknownNameError, UsageError
-from etl.modes import PythonProfileModes, StepPhase
-from etl.sample_job import SampleJob, generate_sample_job
+from proflake.capture.sample_job import SampleJob, generate_sample_job
+from proflake.errors import UnknownNameError, UsageError
+from proflake.modes import PythonProfileModes, StepPhase
 
 # smdebug's naming, written out independently of the code under test.
 _MODE = r"(train|eval|predict|global|prestepzero|posthookclose)"

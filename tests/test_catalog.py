@@ -17,9 +17,8 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 from conftest import FORMAT_SAMPLES, JobBuilder
-
-from etl import Profiles, ingest
-from etl.catalog import (
+from proflake import Profiles, ingest
+from proflake.bi.catalog import (
     VIEWS,
     build_catalog,
     init_sql_path,
@@ -29,10 +28,11 @@ from etl.catalog import (
     view_spec,
     views_markdown,
 )
-from etl.cli import ExitCode, cli
-from etl.compact import compact
-from etl.schema import ALL_TABLES, table_spec
-from etl.store import Store
+from proflake.cli import cli
+from proflake.errors import ExitCode
+from proflake.schema import ALL_TABLES, table_spec
+from proflake.operations import compact
+from proflake.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -118,7 +118,7 @@ def test_table_views_have_the_schema_columns_and_types(catalog_file, readme_stor
 
 def test_convenience_views_have_exactly_the_documented_columns(catalog_file, readme_store):
     """The public contract: a column changed in queries/views.sql fails here until VIEWS changes, and the
-    README fails until it is regenerated from VIEWS (python -m etl.catalog --write)."""
+    README fails until it is regenerated from VIEWS (python -m proflake.bi.catalog --write)."""
     con = open_catalog(catalog_file)
     profiles = Profiles(readme_store)
     schema = profiles.sql_schema().to_pylist()
@@ -128,7 +128,7 @@ def test_convenience_views_have_exactly_the_documented_columns(catalog_file, rea
         if not view.catalog_only:
             seen = [(r["column_name"], SQL_TYPES.get(r["data_type"], r["data_type"])) for r in schema if r["name"] == view.name]
             assert seen == declared, view.name
-    assert replace_docs(README) == README, "README views are stale: run python -m etl.catalog --write"
+    assert replace_docs(README) == README, "README views are stale: run python -m proflake.bi.catalog --write"
     section = README.split("## BI and ad hoc SQL", 1)[1].split("\n## ", 1)[0]
     assert views_markdown() in section
     for name in ("intervals", "function_stats", "function_callers", "pyinstrument_frames", "batches"):

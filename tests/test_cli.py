@@ -13,9 +13,9 @@ import click
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-
 from conftest import LEGACY, JobBuilder
-from etl.cli import ExitCode, cli
+from proflake.cli import cli
+from proflake.errors import ExitCode
 
 
 @pytest.fixture
@@ -166,7 +166,7 @@ def test_sql_error_is_one_line(runner, legacy_store):
 
 def test_console_script_runs_as_a_real_process(legacy_store):
     done = subprocess.run(
-        [sys.executable, "-m", "etl.cli", "nodes", "--store", legacy_store, "--format", "csv"],
+        [sys.executable, "-m", "proflake.cli", "nodes", "--store", legacy_store, "--format", "csv"],
         capture_output=True,
         text=True,
         check=False,
@@ -188,7 +188,7 @@ def test_demo_runs_end_to_end(runner, tmp_path):
 
 
 def test_library_does_not_import_click_or_pandas():
-    code = "import sys, etl, etl.api, etl.ingest; print(sorted(m for m in ('click', 'pandas') if m in sys.modules))"
+    code = "import sys, proflake, proflake.query.profiles, proflake.ingestion.batch; print(sorted(m for m in ('click', 'pandas') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
@@ -211,14 +211,14 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_documents_every_table_column_from_the_schemas():
-    from etl.docs import replace_section
+    from proflake.docs import replace_section
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert replace_section(readme) == readme, "README tables are stale: run python -m etl.docs --write"
+    assert replace_section(readme) == readme, "README tables are stale: run python -m proflake.docs --write"
 
 
 def test_every_query_file_is_documented_and_used():
-    from etl.queries import query_names, query_text
+    from proflake.sql import query_names, query_text
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     for name in query_names():
@@ -230,8 +230,8 @@ def test_readme_sql_examples_run_on_a_sample_job(tmp_path):
     """The README's ad hoc SQL examples must not rot: each runs and returns rows on a real job."""
     import re
 
-    from etl import Profiles, ingest
-    from etl.sample_job import generate_sample_job
+    from proflake import Profiles, ingest
+    from proflake.capture.sample_job import generate_sample_job
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Ad hoc SQL", 1)[1].split("\n### ", 1)[0]

@@ -1,4 +1,4 @@
-"""The smdebug-compatible classes (etl.compat) against smdebug's own rules and pstats.Stats.add.
+"""The smdebug-compatible classes (proflake.smdebug.compat) against smdebug's own rules and pstats.Stats.add.
 
 Every cProfile answer is compared with an oracle: the stats files chosen by a plain-Python version of
 smdebug's selection rules over the directory names (below, independent of proflake's SQL), aggregated
@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import LEGACY, JobBuilder, assert_same_pstats, pstats_of
-from etl import compat
-from etl.capture import Capture
-from etl.compat import (
+from proflake.capture.capture import Capture
+from proflake.capture.sample_job import generate_sample_job, initialize, train_step
+from proflake.errors import ProflakeError, SourceError, UnknownNameError, UsageError
+from proflake.smdebug import compat
+from proflake.smdebug.compat import (
     Metrics,
     PyinstrumentAnalysis,
     PyinstrumentStepStats,
@@ -33,8 +34,6 @@ from etl.compat import (
     cProfileFunctionStats,
     cProfileStats,
 )
-from etl.errors import ProflakeError, SourceError, UnknownNameError, UsageError
-from etl.sample_job import generate_sample_job, initialize, train_step
 
 NO_STATS_FOR_INTERVAL = "No stats were found for the requested interval!"
 
@@ -692,5 +691,5 @@ def test_unknown_names_and_missing_sources(cp, tmp_path):
 
 
 def test_importing_compat_does_not_import_pandas():
-    code = "import sys, etl.compat, etl; assert 'pandas' not in sys.modules, 'pandas imported'"
+    code = "import sys, proflake.smdebug.compat, proflake; assert 'pandas' not in sys.modules, 'pandas imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)

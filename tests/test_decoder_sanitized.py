@@ -11,11 +11,10 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from conftest import FORMAT_SAMPLES, LEGACY
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = REPO / "etl" / "readers" / "_pstats_columns.c"
+SOURCE = REPO / "proflake" / "readers" / "_pstats_columns.c"
 
 CHILD = r"""
 import importlib.util, sys

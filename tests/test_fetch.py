@@ -10,11 +10,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import LEGACY, SEMANTIC_INTERVALS, JobBuilder, assert_same_pstats, pstats_of
-from etl import Profiles, ingest
-from etl.errors import UnknownNameError, UsageError
-from etl.store import FileSpans, Store
+from proflake import Profiles, ingest
+from proflake.errors import UnknownNameError, UsageError
+from proflake.store.store import FileSpans, Store
 
 
 # -- an independent oracle: smdebug's selection rules over directory names, in plain Python ------------
@@ -397,7 +396,7 @@ def test_queries_and_schemas_ship_inside_the_wheel(tmp_path):
     (wheel,) = tmp_path.glob("proflake-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for sql in (root / "queries").glob("*.sql"):
-        assert f"etl/queries/{sql.name}" in names
+        assert f"proflake/queries/{sql.name}" in names
     for schema in (root / "schemas").glob("*.json"):
-        assert f"etl/schemas/{schema.name}" in names
-    assert "etl/py.typed" in names
+        assert f"proflake/schemas/{schema.name}" in names
+    assert "proflake/py.typed" in names

@@ -11,16 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FORMAT_SAMPLES, LEGACY, JobBuilder, assert_same_pstats, pstats_of, write_cprofile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import FORMAT_SAMPLES, LEGACY, JobBuilder, assert_same_pstats, pstats_of, write_cprofile
-from etl import Profiles, ingest
-from etl.errors import LayoutError, ParseError
-from etl.layout import parse_stats_path
-from etl.readers.cprofile import read_cprofile
-from etl.readers.pyinstrument import read_pyinstrument
-from etl.schema import arrow_schema
+from proflake import Profiles, ingest
+from proflake.errors import LayoutError, ParseError
+from proflake.layout import parse_stats_path
+from proflake.readers.cprofile import read_cprofile
+from proflake.readers.pyinstrument import read_pyinstrument
+from proflake.schema import arrow_schema
 
 GOOD = "train-{step}-stepstart-{start}_train-{step}-stepend-{end}"
 
@@ -82,7 +81,7 @@ def test_mixed_batch_quarantines_every_bad_file_and_keeps_every_good_one(tmp_pat
     good, bad = build_mixed_batch(source, tmp_path / "outside")
     store = tmp_path / "store"
     done = subprocess.run(
-        [sys.executable, "-m", "etl.cli", "ingest", str(source), "--store", str(store), "--max-file-mb", "2", "--json"],
+        [sys.executable, "-m", "proflake.cli", "ingest", str(source), "--store", str(store), "--max-file-mb", "2", "--json"],
         capture_output=True,
         text=True,
     )
@@ -116,8 +115,7 @@ def test_mixed_batch_quarantines_every_bad_file_and_keeps_every_good_one(tmp_pat
 
 def test_errors_command_lists_the_quarantine(tmp_path):
     from click.testing import CliRunner
-
-    from etl.cli import cli
+    from proflake.cli import cli
 
     source = tmp_path / "job"
     good, bad = build_mixed_batch(source, tmp_path / "outside")

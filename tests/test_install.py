@@ -32,14 +32,18 @@ def _wheel(tmp_path: Path, **env: str) -> tuple[zipfile.ZipFile, str]:
 
 def test_the_wheel_carries_the_compiled_decoder(tmp_path):
     wheel, _ = _wheel(tmp_path)
-    assert any(n.startswith("etl/readers/_pstats_columns.") and n.endswith((".so", ".pyd")) for n in wheel.namelist())
+    assert any(n.startswith("proflake/readers/_pstats_columns.") and n.endswith((".so", ".pyd")) for n in wheel.namelist())
     assert "Root-Is-Purelib: false" in wheel.read(next(n for n in wheel.namelist() if n.endswith("/WHEEL"))).decode()
+    # One top-level package, named proflake: no `etl` to shadow a user's own etl/ package.
+    top = {n.split("/")[0] for n in wheel.namelist() if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"proflake"}, top
+    assert "proflake/queries/by_step.sql" in wheel.namelist() and "proflake/schemas/intervals.json" in wheel.namelist()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a compiler that fails is /bin/false here")
 def test_without_a_compiler_the_install_warns_and_goes_on(tmp_path):
     wheel, output = _wheel(tmp_path, CC="/bin/false")
     assert not any(n.endswith((".so", ".pyd")) for n in wheel.namelist())
-    assert "etl/readers/cprofile.py" in wheel.namelist()
-    assert "proflake: could not compile etl/readers/_pstats_columns.c" in output
+    assert "proflake/readers/cprofile.py" in wheel.namelist()
+    assert "proflake: could not compile etl/proflake/readers/_pstats_columns.c" in output
     assert "parsed in Python" in output

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from etl.errors import LayoutError
-from etl.layout import job_phase, parse_stats_path
+from proflake.errors import LayoutError
+from proflake.layout import job_phase, parse_stats_path
 
 
 def parts(path: str) -> tuple[str, ...]:

@@ -14,16 +14,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from conftest import JobBuilder
-from etl import ingest
-from etl.errors import ProflakeError
-from etl.schema import INTERVAL_KEY_COLUMNS, record_batch, table_spec
-from etl.sources.base import SourceObject
-from etl.sources.local import LocalSource
-from etl.workers import ParsePool
+from proflake import ingest
+from proflake.errors import ProflakeError
+from proflake.schema import INTERVAL_KEY_COLUMNS, record_batch, table_spec
+from proflake.sources.base import SourceObject
+from proflake.sources.local import LocalSource
+from proflake.workers.pool import ParsePool
 
-ingest_module = importlib.import_module("etl.ingest")
+ingest_module = importlib.import_module("proflake.ingestion.batch")
 STEP = "train-{step}-stepstart-{start}_train-{step}-stepend-{end}"
 _JOB, _NODE, _START = (INTERVAL_KEY_COLUMNS.index(c) for c in ("job_id", "node_id", "start_time_us"))
 
@@ -109,7 +108,7 @@ def test_every_html_pairs_with_its_json_whatever_lies_between(tmp_path, monkeypa
     report = ingest(KeyOrderSource(root), store, workers=1)
     assert report.new_intervals == 5 and not report.failed
     assert sorted(report.unrecognised) == sorted([str(jsons[2].parent / "python_stats.html.d" / "notes.txt"), str(lonely / "python_stats.html")])
-    from etl import Profiles
+    from proflake import Profiles
 
     rows = Profiles(store).sql("SELECT source_uri, html_uri FROM intervals ORDER BY source_uri")
     assert rows["html_uri"].to_pylist() == [str(Path(uri).with_name("python_stats.html")) for uri in rows["source_uri"].to_pylist()]
@@ -155,7 +154,7 @@ def test_ingest_does_not_import_pandas(tmp_path):
     JobBuilder(tmp_path / "src" / "job").cprofile("algo-1", STEP.format(step=1, start=1000, end=1500))
     JobBuilder(tmp_path / "src" / "job").pyinstrument("algo-1", STEP.format(step=2, start=2000, end=2500))
     code = (
-        "import sys; from etl.ingest import ingest; "
+        "import sys; from proflake.ingestion.batch import ingest; "
         f"report = ingest({str(tmp_path / 'src')!r}, {str(tmp_path / 'store')!r}, workers=1); "
         "print(report.new_intervals, 'pandas' in sys.modules)"
     )
@@ -175,7 +174,7 @@ def test_an_unwritable_temporary_folder_is_one_clear_error(tmp_path, monkeypatch
 
 
 def test_local_walk_lists_depth_first_names_sorted_files_before_subfolders(tmp_path):
-    # The walk keeps only names per folder level (etl/sources/local.py): the order is its contract,
+    # The walk keeps only names per folder level (etl/proflake/sources/local.py): the order is its contract,
     # which the ingest's sorted listing and the html/json pairing rely on.
     for rel in ("b/z/f", "b/a", "a/y/x/f", "a/y/g", "a/c", "a/b/f", "m", "a.txt", "empty/", "b/e/"):
         path = tmp_path / rel

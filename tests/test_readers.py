@@ -8,17 +8,16 @@ import pstats
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from conftest import FORMAT_SAMPLES, LEGACY
 from damage import damaged
-from etl.errors import ParseError
-from etl.readers import cprofile as cprofile_reader
-from etl.readers.cprofile import read_cprofile
-from etl.readers.jsontree import loads_deep
-from etl.readers.pyinstrument import dumps_tree, read_pyinstrument
-from etl.schema import arrow_schema
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from proflake.errors import ParseError
+from proflake.readers import cprofile as cprofile_reader
+from proflake.readers.cprofile import read_cprofile
+from proflake.readers.jsontree import loads_deep
+from proflake.readers.pyinstrument import dumps_tree, read_pyinstrument
+from proflake.schema import arrow_schema
 
 CPROFILE_FILES = sorted(LEGACY.rglob("python_stats")) + sorted(FORMAT_SAMPLES.glob("*.pstats"))
 PYINSTRUMENT_FILES = sorted(FORMAT_SAMPLES.glob("pyinstrument-*.json"))
@@ -176,7 +175,7 @@ def _python_paths(data: bytes):
 
 def test_the_compiled_decoder_is_built():
     assert cprofile_reader._compiled is not None, (
-        "etl/readers/_pstats_columns.c was not compiled: install gcc and the Python headers, then "
+        "etl/proflake/readers/_pstats_columns.c was not compiled: install gcc and the Python headers, then "
         "reinstall proflake (bin/test does when the source changes)"
     )
 
@@ -356,7 +355,7 @@ def test_pyinstrument_rejects_malformed_sessions(payload, message):
 
 @pytest.mark.parametrize("text", ['{"a": [1, 2.5, -3e2, true, false, null, "x\\u00e9\\n"]}', "[]", '"s"', "[[[{}]]]"])
 def test_iterative_json_decoder_matches_json(text):
-    from etl.readers.jsontree import _loads_iterative
+    from proflake.readers.jsontree import _loads_iterative
 
     assert _loads_iterative(text) == json.loads(text)
     assert loads_deep(text) == json.loads(text)
@@ -364,7 +363,7 @@ def test_iterative_json_decoder_matches_json(text):
 
 @pytest.mark.parametrize("text", ["[1,", "{\"a\" 1}", "[1] x", "{'a': 1}", "[01]"])
 def test_iterative_json_decoder_rejects_what_json_rejects(text):
-    from etl.readers.jsontree import _loads_iterative
+    from proflake.readers.jsontree import _loads_iterative
 
     with pytest.raises(ValueError):
         json.loads(text)

@@ -1,4 +1,4 @@
-"""The phase roll-ups (etl/rollups.py): derived tables that answer by_training_phase and by_job_phase.
+"""The phase roll-ups (etl/proflake/store/rollups.py): derived tables that answer by_training_phase and by_job_phase.
 
 They must answer exactly like the fact tables, never be used when stale, and be rebuilt by the next
 ingest after anything (a kill included) leaves them behind the live intervals.
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import JobBuilder, assert_same_pstats, pstats_of
-from etl import Profiles, ingest, queries
-from etl import rollups
-from etl.rollups import CHECKED_FILE, PHASE_TABLES, fresh_jobs, live_fingerprints
-from etl.store import Store
+from proflake import Profiles, ingest
+from proflake import sql as queries
+from proflake.store import rollups
+from proflake.store.rollups import CHECKED_FILE, PHASE_TABLES, fresh_jobs, live_fingerprints
+from proflake.store.store import Store
 
 
 def build_jobs(root: Path, jobs: tuple[str, ...] = ("job-1", "job-2"), nodes: int = 2, steps: int = 4) -> dict[tuple, list[Path]]:
@@ -145,8 +145,8 @@ def test_stale_rollups_are_ignored_and_the_next_ingest_rebuilds_them(tmp_path, m
     # New files arrive; the run that ingests them dies between its intervals commit and the rebuild.
     job = JobBuilder(source / "job-1")
     extra = job.cprofile("algo-3", "train-0-stepstart-70000_train-0-stepend-70500", "c")
-    # (etl.ingest the attribute is the function; the module is in sys.modules)
-    monkeypatch.setattr(sys.modules["etl.ingest"], "refresh_phase_rollups", lambda *args, **kwargs: [])
+    # (proflake.ingestion.batch the attribute is the function; the module is in sys.modules)
+    monkeypatch.setattr(sys.modules["proflake.ingestion.batch"], "refresh_phase_rollups", lambda *args, **kwargs: [])
     ingest(str(source), str(store))
     monkeypatch.undo()
 
@@ -226,7 +226,7 @@ def test_killed_at_every_commit_the_rollups_end_fresh_and_right(tmp_path):
         if kill_after is not None:
             env["PROFLAKE_KILL_AFTER_COMMITS"] = str(kill_after)
         return subprocess.run(
-            [sys.executable, "-m", "etl.cli", "ingest", str(source), "--store", str(store), "--workers", "1"],
+            [sys.executable, "-m", "proflake.cli", "ingest", str(source), "--store", str(store), "--workers", "1"],
             env=env, capture_output=True,
         ).returncode
 

@@ -9,14 +9,13 @@ import subprocess
 import sys
 
 import pytest
-
 import s3server
 from conftest import LEGACY, JobBuilder, assert_same_pstats, pstats_of
-from etl import Profiles, ingest
-from etl.errors import ProflakeError
-from etl.lock import StoreLock, StoreLockedError
-from etl.s3 import S3Config
-from etl.store import Store
+from proflake import Profiles, ingest
+from proflake.errors import ProflakeError, StoreLockedError
+from proflake.sources.settings import S3Config
+from proflake.store.lock import StoreLock
+from proflake.store.store import Store
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +42,7 @@ def bucket(s3, monkeypatch) -> str:
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "etl.cli", *args], capture_output=True, text=True, env=env, check=False)
+    return subprocess.run([sys.executable, "-m", "proflake.cli", *args], capture_output=True, text=True, env=env, check=False)
 
 
 def test_s3_source_ingests_like_the_local_copy(s3, bucket, config, tmp_path):
@@ -135,7 +134,7 @@ def test_lock_on_s3_excludes_a_second_writer_and_expires(s3, bucket, config):
 
 
 def test_s3_source_errors_are_proflake_errors(s3, bucket):
-    from etl.sources.s3 import S3Source
+    from proflake.sources.s3 import S3Source
 
     with pytest.raises(ProflakeError, match="does not exist"):
         list(S3Source("s3://missing-bucket-xyz/p", S3Config(endpoint_url=s3.endpoint)).list())

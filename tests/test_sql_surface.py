@@ -12,11 +12,9 @@ import pytest
 import s3server
 from click.testing import CliRunner
 from conftest import LEGACY, JobBuilder
-
-from etl import Profiles, ingest
-from etl.cli import ExitCode, cli
-from etl.errors import QueryError
-from etl.readonly import ReadOnlyError
+from proflake import Profiles, ingest
+from proflake.cli import cli
+from proflake.errors import ExitCode, QueryError, ReadOnlyError
 
 READ_ONLY = "proflake sql runs read-only: "
 

@@ -14,11 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from crashy_facts import ROWS_PER_FILE
 from deltalake import DeltaTable, write_deltalake
-
-from etl.deltawrite import commit_data_files, parquet_options, write_data_file
-from etl.schema import INTERVAL_KEY_COLUMNS, arrow_schema
-from etl.store import WRITER_PROPERTIES, Store
-from etl.workers import FactSink, Failure, ParsedFile, ParsePool, Task
+from proflake.schema import INTERVAL_KEY_COLUMNS, arrow_schema
+from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
+from proflake.store.store import WRITER_PROPERTIES, Store
+from proflake.workers.pool import FactSink, Failure, ParsedFile, ParsePool, Task
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -163,8 +162,8 @@ def test_each_file_covers_its_own_stretch_of_the_tasks(tmp_path):
 # -- partial sums of the phase roll-ups --------------------------------------------------------------
 def _segment_parts(paths, fact_table: str, *, careful_at: int | None = None):
     """A worker's parts of one fact table for ``paths``: synthetic intervals over two nodes and modes."""
-    from etl.parse import parse_stats
-    from etl.readers import cprofile as cprofile_reader
+    from proflake.readers import cprofile as cprofile_reader
+    from proflake.readers.parse import parse_stats
 
     parts = []
     for i, path in enumerate(paths):
@@ -192,7 +191,7 @@ def _segment_parts(paths, fact_table: str, *, careful_at: int | None = None):
 
 def _summed_by_key(table: pa.Table) -> dict:
     """Rows summed per key, as the merge into the roll-up adds them (a key may span several rows)."""
-    from etl.schema import PHASE_MEASURES
+    from proflake.schema import PHASE_MEASURES
 
     measures = [m for m in (*PHASE_MEASURES, "intervals") if m in table.column_names]
     sums: dict = {}
@@ -205,8 +204,8 @@ def _summed_by_key(table: pa.Table) -> dict:
 @pytest.mark.parametrize("fact_table", ["function_stats", "function_callers"])
 def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
     from conftest import LEGACY
-    from etl.schema import PHASE_ROLLUP_OF
-    from etl.workers import _fact_table, _phase_partial
+    from proflake.schema import PHASE_ROLLUP_OF
+    from proflake.workers.pool import _fact_table, _phase_partial
 
     rollup = PHASE_ROLLUP_OF[fact_table]
     table, key_ids, starts = _fact_table(fact_table, _segment_parts(sorted(LEGACY.rglob("python_stats")), fact_table))
@@ -222,7 +221,7 @@ def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
 
 
 def test_take_ascending_takes_what_chunked_take_takes():
-    from etl.workers import _single_code, _take_ascending
+    from proflake.workers.pool import _single_code, _take_ascending
 
     rng = np.random.default_rng(11)
     for _ in range(50):
@@ -246,7 +245,7 @@ def test_take_ascending_takes_what_chunked_take_takes():
 
 
 def test_interval_codes_are_equal_exactly_where_the_values_are():
-    from etl.workers import _interval_codes
+    from proflake.workers.pool import _interval_codes
 
     rng = np.random.default_rng(7)
     # Five columns of 20,000 distinct values each: the fold would pass 2**62, so the codes come from text.
@@ -264,8 +263,8 @@ def test_interval_codes_are_equal_exactly_where_the_values_are():
 
 def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
     from conftest import LEGACY
-    from etl.readers import cprofile as cprofile_reader
-    from etl.workers import _fact_table, _phase_partial
+    from proflake.readers import cprofile as cprofile_reader
+    from proflake.workers.pool import _fact_table, _phase_partial
 
     monkeypatch.setattr(cprofile_reader, "_KNOWN_KEYS_LIMIT", 300)  # starts over within the segment
     monkeypatch.setattr(cprofile_reader, "_known", cprofile_reader._NO_KEYS)
@@ -279,7 +278,7 @@ def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
 
 def test_a_file_without_key_ids_sums_its_segment_by_text():
     from conftest import LEGACY
-    from etl.workers import _fact_table
+    from proflake.workers.pool import _fact_table
 
     parts = _segment_parts(sorted(LEGACY.rglob("python_stats")), "function_stats", careful_at=1)
     table, key_ids, _ = _fact_table("function_stats", parts)

@@ -1,0 +1,3 @@
+from proflake.cli import main
+
+main()

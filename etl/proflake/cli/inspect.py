@@ -1,0 +1,69 @@
+"""Commands that list what the store holds: errors, batches, jobs, nodes, list."""
+
+from __future__ import annotations
+
+import click
+import pyarrow as pa
+
+from proflake.cli.common import (
+    cli,
+    emit,
+    output_options,
+    scope_options,
+    scope_options_without_node,
+    store_option,
+)
+from proflake.query.profiles import PROFILERS, Profiles
+from proflake.store.store import Store
+
+
+@cli.command()
+@store_option
+@click.option("--kind", metavar="KIND", help="Only errors of this kind (cprofile, layout, crash, ...).")
+@output_options
+def errors(store: Store, kind: str | None, fmt: str, output: str | None) -> None:
+    """List the quarantine: stats files that could not be ingested, and why (retried every run)."""
+    emit(Profiles(store).errors(kind), fmt, output)
+
+
+@cli.command()
+@store_option
+@output_options
+def batches(store: Store, fmt: str, output: str | None) -> None:
+    """List ingest runs: time, files, rows, bytes, duration and status."""
+    emit(Profiles(store).batches(), fmt, output)
+
+
+# -- listings ---------------------------------------------------------------------------------------
+@cli.command()
+@store_option
+@click.option("--profiler", type=click.Choice(PROFILERS), help="Only jobs with this profiler's data.")
+@output_options
+def jobs(store: Store, profiler: str | None, fmt: str, output: str | None) -> None:
+    """List the training jobs in the store."""
+    emit(Profiles(store).jobs(profiler), fmt, output)
+
+
+@cli.command()
+@store_option
+@scope_options_without_node
+@output_options
+def nodes(store: Store, job: str | None, all_jobs: bool, profiler: str | None, fmt: str, output: str | None) -> None:
+    """List the node ids that have profiling stats (sorted, distinct)."""
+    ids = Profiles(store).nodes(job=job, all_jobs=all_jobs, profiler=profiler)
+    emit(pa.table({"node_id": pa.array(ids, pa.string())}), fmt, output)
+
+
+@cli.command(name="list")
+@store_option
+@scope_options
+@output_options
+def list_(
+    store: Store, job: str | None, all_jobs: bool, node: str | None, profiler: str | None, fmt: str, output: str | None
+) -> None:
+    """List every profiled interval with its metadata and source path."""
+    table = Profiles(store).list_profile_stats(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
+    emit(table, fmt, output)
+
+
+# -- fetch ------------------------------------------------------------------------------------------

@@ -1,0 +1,77 @@
+"""Every error a user can cause derives from ProflakeError, so the CLI can turn it into one clear line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What every proflake command exits with."""
+
+    OK = 0
+    FAILURE = 1  # nothing useful was done: bad store, bad source, bad query
+    USAGE = 2  # the command line itself was wrong (click uses 2 as well)
+    PARTIAL = 3  # ingest finished, but some stats files could not be ingested
+    BUSY = 4  # another ingest or compaction holds the store's writer lock
+
+
+class ProflakeError(Exception):
+    """Root of proflake's errors; ``str(err)`` is a single sentence fit to show a user."""
+
+    exit_code: int = ExitCode.FAILURE
+
+
+class UsageError(ProflakeError):
+    """The caller asked for something that cannot be answered as asked (bad name, ambiguous job, ...)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class UnknownNameError(UsageError, ValueError):
+    def __init__(self, kind: str, value: str, valid: Iterable[str]) -> None:
+        self.kind = kind
+        self.value = value
+        self.valid = tuple(valid)
+        super().__init__(f"unknown {kind} {value!r}; expected one of: {', '.join(self.valid)}")
+
+
+class SourceError(ProflakeError):
+    """A source folder or bucket cannot be listed or read."""
+
+
+class StoreError(ProflakeError):
+    """The store is missing, unreadable or not a proflake store."""
+
+
+class ParseError(ProflakeError):
+    """A stats file's contents are not a valid profile; ``kind`` names the failure for the error table."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+class LayoutError(ParseError):
+    """A path looks like a stats file but its directory name does not follow smdebug's naming."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("layout", message)
+
+
+class QueryError(ProflakeError):
+    """DuckDB rejected a query; the message carries DuckDB's own explanation."""
+
+
+class ReadOnlyError(QueryError):
+    """A statement that would write or change state was refused before it ran."""
+
+
+class StoreLockedError(ProflakeError):
+    """Another ingest or compaction holds the store's writer lock."""
+
+    exit_code = ExitCode.BUSY
+
+
+class NestedCaptureError(UsageError):
+    """An interval was opened while another one is still profiling the same thread."""

@@ -1,0 +1,196 @@
+"""Map a stats file's path to the interval it describes.
+
+Two namings exist in the wild:
+
+* smdebug (current):
+  ``{base}/framework/{framework}/{profiler}/{node_id}/{start_mode}-{start_step}-{start_phase}-{start_us}_{end_mode}-{end_step}-{end_phase}-{end_us}/{file}``
+* smdebug-legacy (TensorFlow jobs before modes and phases existed):
+  ``{base}/framework/{framework}/cProfile/{start_us}_{end_us}_{node_id}_{step}/python_stats``
+
+Legacy intervals carry no mode or phase. Step -1 was smdebug's label for "before step 0", which is
+what the current naming writes as ``prestepzero-*-start`` ending at ``train-0-stepstart``; any other
+step N was one training step, i.e. ``train-N-stepstart`` to ``train-N-stepend``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from proflake.errors import LayoutError
+from proflake.modes import MODE_LABELS, PHASE_LABELS
+
+CPROFILE_FILE = "python_stats"
+PYINSTRUMENT_JSON_FILE = "python_stats.json"
+PYINSTRUMENT_HTML_FILE = "python_stats.html"
+STATS_FILES = (CPROFILE_FILE, PYINSTRUMENT_JSON_FILE, PYINSTRUMENT_HTML_FILE)
+
+_TIME = r"\d+(?:\.\d+)?"
+_BOUNDARY = rf"(?P<{{p}}mode>[a-z]+)-(?P<{{p}}step>\*|-?\d+)-(?P<{{p}}phase>[a-z]+)-(?P<{{p}}time>{_TIME})"
+_CURRENT_DIR = re.compile(
+    "^" + _BOUNDARY.format(p="start_") + "_" + _BOUNDARY.format(p="end_") + "$"
+)
+_LEGACY_DIR = re.compile(rf"^(?P<start_time>{_TIME})_(?P<end_time>{_TIME})_(?P<node>.+)_(?P<step>-?\d+)$")
+
+
+@dataclass(frozen=True, slots=True)  # one per listed stats file: a large job lists 100,000s
+class IntervalPath:
+    """What a stats file's path says about its interval; the reader adds what the contents say."""
+
+    base: tuple[str, ...]  # path components above framework/
+    framework: str
+    profiler: str  # cprofile | pyinstrument
+    node_id: str
+    start_mode: str
+    start_step: int  # -1 for '*'
+    start_phase: str
+    start_time_us: float
+    end_mode: str
+    end_step: int | None  # None for '*'
+    end_phase: str
+    end_time_us: float
+    layout: str  # smdebug | smdebug-legacy
+    file_name: str
+
+    @property
+    def job_phase(self) -> str:
+        return job_phase(self.start_phase, self.end_phase)
+
+
+
+def job_phase(start_phase: str, end_phase: str) -> str:
+    """smdebug's job phases, with its two bugs fixed: a whole-job interval gets its own phase, and the
+    post-hook-close interval (start mode prestepzero, start phase end) is finalization."""
+    starts_at_start = start_phase == "start"
+    ends_at_end = end_phase == "end"
+    if starts_at_start and ends_at_end:
+        return "whole_job"
+    if starts_at_start:
+        return "initialization"
+    if ends_at_end:
+        return "finalization"
+    return "training_loop"
+
+
+def is_stats_file(name: str) -> bool:
+    return name in STATS_FILES
+
+
+def parse_stats_path(parts: tuple[str, ...] | list[str]) -> IntervalPath | None:
+    """Interpret a stats file's path, given as its components (local path parts or S3 key parts).
+
+    Returns None when the path is not a stats file in either layout (some other file under the
+    source); raises LayoutError when it is clearly meant to be one but its names are wrong, so the
+    file is reported rather than silently skipped.
+    """
+    parts = tuple(parts)
+    if not parts or parts[-1] not in STATS_FILES:
+        return None
+    file_name = parts[-1]
+    if len(parts) >= 6 and parts[-6] == "framework" and _looks_current(parts[-2]):
+        return _parse_current(parts, file_name)
+    if len(parts) >= 5 and parts[-5] == "framework":
+        return _parse_legacy(parts, file_name)
+    if len(parts) >= 6 and parts[-6] == "framework":
+        return _parse_current(parts, file_name)
+    return None
+
+
+def _looks_current(dir_name: str) -> bool:
+    return "-" in dir_name.split("_", 1)[0] and not _LEGACY_DIR.match(dir_name)
+
+
+def _profiler_for(file_name: str) -> str:
+    return "cprofile" if file_name == CPROFILE_FILE else "pyinstrument"
+
+
+def _step(text: str, star: int | None) -> int | None:
+    return star if text == "*" else int(text)
+
+
+_BASES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _shared(base: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple per job folder, not one per listed file (a 100,000-file job lists one base 100,000 times)."""
+    if len(_BASES) > 10_000:
+        _BASES.clear()
+    return _BASES.setdefault(base, base)
+
+
+def _check_name(kind: str, value: str, valid: tuple[str, ...], dir_name: str) -> str:
+    if value not in valid:
+        raise LayoutError(
+            f"stats directory {dir_name!r} names unknown {kind} {value!r}; expected one of: {', '.join(valid)}"
+        )
+    return valid[valid.index(value)]  # the shared constant, not one more copy per listed file
+
+
+def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:
+    framework, profiler_dir, node_id, dir_name = parts[-5], parts[-4], parts[-3], parts[-2]
+    match = _CURRENT_DIR.match(dir_name)
+    if match is None:
+        raise LayoutError(
+            f"stats directory {dir_name!r} does not follow smdebug's naming "
+            "{start_mode}-{start_step}-{start_phase}-{start_time_us}_{end_mode}-{end_step}-{end_phase}-{end_time_us}"
+        )
+    g = match.groupdict()
+    start_time_us, end_time_us = float(g["start_time"]), float(g["end_time"])
+    if end_time_us < start_time_us:
+        raise LayoutError(f"stats directory {dir_name!r} ends before it starts")
+    profiler = _profiler_for(file_name)
+    if profiler_dir.lower() not in ("cprofile", "pyinstrument") or profiler_dir.lower() != profiler:
+        raise LayoutError(
+            f"{file_name} is in profiler folder {profiler_dir!r}; smdebug writes it under {profiler!r}"
+        )
+    return IntervalPath(
+        base=_shared(parts[:-6]),
+        framework=framework,
+        profiler=profiler,
+        node_id=node_id,
+        start_mode=_check_name("mode", g["start_mode"], MODE_LABELS, dir_name),
+        start_step=_step(g["start_step"], -1),  # type: ignore[arg-type]
+        start_phase=_check_name("phase", g["start_phase"], PHASE_LABELS, dir_name),
+        start_time_us=start_time_us,
+        end_mode=_check_name("mode", g["end_mode"], MODE_LABELS, dir_name),
+        end_step=_step(g["end_step"], None),
+        end_phase=_check_name("phase", g["end_phase"], PHASE_LABELS, dir_name),
+        end_time_us=end_time_us,
+        layout="smdebug",
+        file_name=file_name,
+    )
+
+
+def _parse_legacy(parts: tuple[str, ...], file_name: str) -> IntervalPath:
+    framework, profiler_dir, dir_name = parts[-4], parts[-3], parts[-2]
+    match = _LEGACY_DIR.match(dir_name)
+    if match is None or file_name != CPROFILE_FILE or profiler_dir.lower() != "cprofile":
+        raise LayoutError(
+            f"stats directory {dir_name!r} under framework/{framework}/{profiler_dir} follows neither smdebug "
+            "naming: expected {node_id}/{start_mode}-{start_step}-{start_phase}-{start_us}_... or the legacy "
+            "cProfile/{start_us}_{end_us}_{node_id}_{step}"
+        )
+    start_time_us, end_time_us = float(match["start_time"]), float(match["end_time"])
+    if end_time_us < start_time_us:
+        raise LayoutError(f"stats directory {dir_name!r} ends before it starts")
+    step = int(match["step"])
+    if step == -1:
+        start, end = ("prestepzero", -1, "start"), ("train", 0, "stepstart")
+    else:
+        start, end = ("train", step, "stepstart"), ("train", step, "stepend")
+    return IntervalPath(
+        base=_shared(parts[:-5]),
+        framework=framework,
+        profiler="cprofile",
+        node_id=match["node"],
+        start_mode=start[0],
+        start_step=start[1],  # type: ignore[arg-type]
+        start_phase=start[2],  # type: ignore[arg-type]
+        start_time_us=start_time_us,
+        end_mode=end[0],  # type: ignore[arg-type]
+        end_step=end[1],  # type: ignore[arg-type]
+        end_phase=end[2],  # type: ignore[arg-type]
+        end_time_us=end_time_us,
+        layout="smdebug-legacy",
+        file_name=file_name,
+    )

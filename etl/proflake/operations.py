@@ -1,0 +1,37 @@
+"""The write operations as users call them: ``ingest`` and ``compact`` with the store's after-commit duties.
+
+The batch (proflake.ingestion) and compaction (proflake.store.compact) know nothing of the BI layer; a
+store's registered catalogs name its live files, so every commit must rewrite them. This module wires
+that duty in, once, for the CLI, the Python API and the compatible classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from proflake.bi.catalog import refresh_catalogs
+from proflake.ingestion.batch import IngestReport
+from proflake.ingestion.batch import ingest as ingest_batch
+from proflake.store.compact import CompactReport
+from proflake.store.compact import compact as compact_tables
+from proflake.store.store import Store
+
+
+def _refresh_after_commit(store: Store, log: Callable[[str], None]) -> None:
+    # BI catalogs list the live files by name: point them at this batch's.
+    refresh_catalogs(store, log=log)
+
+
+def ingest(source: Any, store: Store | str | None = None, **options: Any) -> IngestReport:
+    """Ingest every new or changed stats file under ``source`` into ``store`` as one atomic batch, then
+    refresh the store's registered BI catalogs. Options are those of ``proflake.ingestion.ingest``."""
+    return ingest_batch(source, store, after_commit=_refresh_after_commit, **options)
+
+
+def compact(store: Store, **options: Any) -> CompactReport:
+    """Compact and vacuum every table of ``store``, refreshing its BI catalogs before the vacuum."""
+    return compact_tables(store, before_vacuum=lambda s: refresh_catalogs(s), **options)
+
+
+ingest.__wrapped__ = ingest_batch  # type: ignore[attr-defined]  # inspect.signature shows the real options

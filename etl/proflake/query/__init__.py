@@ -1,0 +1,1 @@
+"""The read side: fetch methods over the store (``Profiles``), read-only SQL, the convenience views."""

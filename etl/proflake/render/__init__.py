@@ -1,0 +1,1 @@
+"""Output: one result table rendered as text, CSV, JSON or Parquet."""

@@ -1,0 +1,1 @@
+"""smdebug-compatible analysis classes answered from a proflake store."""

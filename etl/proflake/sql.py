@@ -1,0 +1,72 @@
+"""Load queries/<name>.sql by name and run them with bound named parameters.
+
+SQL text only ever comes from the files in queries/; values always travel as DuckDB parameters.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from functools import cache
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from proflake.errors import QueryError
+from proflake.resources import resource_dir
+
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+@cache
+def query_text(name: str) -> str:
+    path = resource_dir("queries") / f"{name}.sql"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise QueryError(f"proflake has no query named {name!r}") from None
+
+
+def query_names() -> list[str]:
+    return sorted(p.stem for p in resource_dir("queries").glob("*.sql"))
+
+
+def parameters_of(sql: str) -> list[str]:
+    """The $names a statement uses, comments ignored, in order of first use."""
+    seen: dict[str, None] = {}
+    for name in _PARAM.findall(_COMMENT.sub("", sql)):
+        seen.setdefault(name, None)
+    return list(seen)
+
+
+def install_macros(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(query_text("macros"))
+
+
+def bind(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Exactly the parameters the statement uses; a missing one is a programming error, said plainly."""
+    names = parameters_of(sql)
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise QueryError(f"query needs parameter(s) {', '.join('$' + n for n in missing)}")
+    return {n: params[n] for n in names}
+
+
+def run(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> pa.Table:
+    try:
+        # con.sql() parses and binds a statement to describe its relation, then parses, binds and plans it
+        # again to run it; execute() does that once. Its Arrow result is copied out of the finished result,
+        # which DuckDB warns about: for a fetch's few hundred rows the copy costs far less than the
+        # second planning (1.2 ms of a 3 ms selection, measured on DuckDB 2.0.1).
+        result = con.execute(sql, bind(sql, params))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Arrow output on a DB-API result", UserWarning)
+            return result.to_arrow_table()
+    except duckdb.Error as e:
+        raise QueryError(str(e).strip().splitlines()[0]) from e
+
+
+def run_named(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]) -> pa.Table:
+    return run(con, query_text(name), params)

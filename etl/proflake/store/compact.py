@@ -1,0 +1,75 @@
+"""Compaction: rewrite the many small files nightly batches make into few large ones, atomically.
+
+Delta's optimize/compact writes new files and swaps them in with one commit per table, so readers see
+either the old files or the new ones, and every query answers the same. The replaced files stay on
+disk until vacuum removes those older than the retention period: a reader that listed the old files
+(a long query, a BI catalog not yet refreshed) keeps working for that long.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from proflake.schema import ALL_TABLES
+from proflake.store.lock import StoreLock
+from proflake.store.store import WRITER_PROPERTIES, Store
+
+DEFAULT_RETENTION_HOURS = 168  # Delta's own default: a week
+TARGET_FILE_BYTES = 128 * 1024 * 1024
+
+
+@dataclass
+class CompactReport:
+    store: str
+    tables: dict[str, dict] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        removed = sum(t["files_removed"] for t in self.tables.values())
+        added = sum(t["files_added"] for t in self.tables.values())
+        vacuumed = sum(t["files_vacuumed"] for t in self.tables.values())
+        return (
+            f"compacted {removed} file(s) into {added}; vacuum deleted {vacuumed} unreferenced file(s) "
+            f"in {self.seconds:.2f} s"
+        )
+
+    def to_dict(self) -> dict:
+        return {"store": self.store, "tables": self.tables, "seconds": round(self.seconds, 3)}
+
+
+def compact(
+    store: Store,
+    *,
+    retention_hours: int = DEFAULT_RETENTION_HOURS,
+    wait: float = 0.0,
+    before_vacuum: Callable[[Store], object] | None = None,
+) -> CompactReport:
+    """Compact every table, then vacuum files unreferenced for longer than ``retention_hours``.
+
+    ``before_vacuum(store)`` runs under the lock between the two (the BI catalogs' refresh, given by
+    ``proflake.operations.compact``), so nothing that names the old files outlives them.
+    """
+    started = time.perf_counter()
+    store.require()
+    report = CompactReport(store=store.location)
+    # Under the writer lock: compaction must not interleave with a batch, whose repair relies on
+    # finding its own rows.
+    with StoreLock(store, wait=wait, purpose="proflake compact"):
+        for name in ALL_TABLES:
+            metrics = store.delta(name).optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=WRITER_PROPERTIES)
+            report.tables[name] = {
+                "files_removed": int(metrics.get("numFilesRemoved", 0)),
+                "files_added": int(metrics.get("numFilesAdded", 0)),
+            }
+        # Catalogs name files: move them to the compacted ones before vacuum may delete the old.
+        if before_vacuum is not None:
+            before_vacuum(store)
+        for name in ALL_TABLES:
+            vacuumed = store.delta(name).vacuum(
+                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
+            )
+            report.tables[name]["files_vacuumed"] = len(vacuumed)
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,1 @@
+"""Parse workers: a pool of crash-isolated processes that parse stats files and write fact segments."""
