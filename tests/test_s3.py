@@ -150,3 +150,27 @@ def test_keys_with_dot_segments_are_quarantined_unread(s3, bucket, config, tmp_p
     assert [(f.uri, f.kind) for f in report.failed] == [(f"s3://{bucket}/{sneaky}", "unsafe_path")]
     errors = Profiles(str(tmp_path / "store")).errors().to_pylist()
     assert [(e["source_uri"], e["error_kind"]) for e in errors] == [(f"s3://{bucket}/{sneaky}", "unsafe_path")]
+
+
+def test_s3_options_reach_an_s3_source_when_the_store_is_local(s3, bucket, tmp_path):
+    """--endpoint-url and --aws-profile once reached only an S3 store: a local store dropped them, and the
+    S3 source was rebuilt from the environment (which here names no endpoint, so AWS itself was asked)."""
+    s3.upload_tree(LEGACY, bucket, "jobs/tf-legacy")
+    env = {k: v for k, v in s3.env().items() if not k.startswith("AWS_ENDPOINT_URL")}
+    done = run_cli(
+        ["ingest", f"s3://{bucket}/jobs", "--store", str(tmp_path / "store"), "--endpoint-url", s3.endpoint], env
+    )
+    assert done.returncode == 0, done.stderr
+    assert Profiles(str(tmp_path / "store")).job_ids() == ["tf-legacy"]
+
+
+def test_messages_name_the_option_that_exists(s3, bucket, tmp_path):
+    """The CLI's option is --aws-profile; messages once told users to pass --profile, which does not exist."""
+    env = {k: v for k, v in s3.env().items() if not k.startswith("AWS_")}
+    env.update(AWS_ENDPOINT_URL=s3.endpoint, AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
+    done = run_cli(["ingest", f"s3://{bucket}/jobs", "--store", str(tmp_path / "store")], env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "--aws-profile" in done.stderr and "--profile " not in done.stderr.replace("--aws-profile", "")
+    done = run_cli(["ingest", f"s3://{bucket}/jobs", "--store", str(tmp_path / "store"), "--aws-profile", "nope"], env)
+    assert done.returncode == 1 and "--aws-profile" in done.stderr, done.stderr

@@ -33,14 +33,14 @@ from proflake.store.store import Store
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 def ingest(
     source: str, store: Store, job: str | None, full_refresh: bool, wait: float, workers: int | None,
-    max_file_mb: float, worker_memory_mb: int, as_json: bool,
+    max_file_mb: float, worker_memory_mb: int, as_json: bool, s3: S3Config,
 ) -> None:
     """Ingest the stats files under SOURCE: a folder or s3://bucket/prefix holding a job's framework/ tree,
     several jobs, or any folder inside one. Only new or changed files are read."""
     from proflake.operations import ingest as run_ingest
 
     report = run_ingest(
-        source, store, job_id=job, full_refresh=full_refresh, s3=store.s3 or S3Config.from_env(),
+        source, store, job_id=job, full_refresh=full_refresh, s3=s3,
         wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
         log=say, progress=_progress(),
     )

@@ -52,7 +52,7 @@ class S3Config:
         try:
             return boto3.Session(profile_name=self.profile, region_name=self.region)
         except botocore.exceptions.ProfileNotFound as e:
-            raise ProflakeError(f"AWS profile {self.profile!r} is not configured; check ~/.aws/config or drop --profile") from e
+            raise ProflakeError(f"AWS profile {self.profile!r} is not configured; check ~/.aws/config, or drop --aws-profile") from e
 
     def client(self, max_pool: int = 16):
         from botocore.config import Config
@@ -71,7 +71,7 @@ class S3Config:
         credentials = self.session.get_credentials()
         if credentials is None:
             raise ProflakeError(
-                "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --profile"
+                "no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --aws-profile"
             )
         frozen = credentials.get_frozen_credentials()
         options["AWS_ACCESS_KEY_ID"] = frozen.access_key
@@ -91,7 +91,7 @@ def explain_client_error(error: Exception, what: str) -> ProflakeError:
     import botocore.exceptions as bce
 
     if isinstance(error, bce.NoCredentialsError):
-        return ProflakeError("no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --profile")
+        return ProflakeError("no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --aws-profile")
     if isinstance(error, (bce.EndpointConnectionError, bce.ConnectTimeoutError)):
         return ProflakeError(f"cannot reach the S3 endpoint for {what}; check --endpoint-url / AWS_ENDPOINT_URL and the network")
     if isinstance(error, bce.ClientError):
@@ -100,7 +100,7 @@ def explain_client_error(error: Exception, what: str) -> ProflakeError:
         if code in ("NoSuchBucket",):
             return ProflakeError(f"bucket of {what} does not exist; check the bucket name")
         if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId"):
-            return ProflakeError(f"S3 rejected the credentials for {what} ({code}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or --profile")
+            return ProflakeError(f"S3 rejected the credentials for {what} ({code}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or --aws-profile")
         if code in ("AccessDenied", "403") or status == 403:
             return ProflakeError(f"access denied to {what}; the credentials lack permission for it")
         if code in ("NoSuchKey", "404") or status == 404:
