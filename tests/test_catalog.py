@@ -30,8 +30,8 @@ from proflake.bi.catalog import (
 )
 from proflake.cli import cli
 from proflake.errors import ExitCode
-from proflake.schema import ALL_TABLES, table_spec
 from proflake.operations import compact
+from proflake.schema import ALL_TABLES, table_spec
 from proflake.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
