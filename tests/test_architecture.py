@@ -195,3 +195,16 @@ def test_no_etl_module_is_installed(tmp_path):
     # From another folder: in the checkout, etl/ would import as a namespace package.
     result = subprocess.run([sys.executable, "-c", "import etl"], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode != 0 and "No module named 'etl'" in result.stderr
+
+
+def test_tests_import_helpers_from_tests_helpers_not_conftest():
+    tests = Path(__file__).resolve().parent
+    offenders = [
+        p.name
+        for p in tests.glob("test_*.py")
+        if any(line.startswith(("from conftest import", "import conftest")) for line in p.read_text().splitlines())
+    ]
+    assert not offenders, (
+        f"{offenders} import from conftest: import helpers from tests/helpers/ instead "
+        "(from helpers.profiles import JobBuilder, LEGACY, ...; from helpers import s3server)"
+    )

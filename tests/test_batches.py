@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import JobBuilder, assert_same_pstats, pstats_of
+from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
 from proflake import Profiles, ingest
 from proflake.errors import StoreError, StoreLockedError
 from proflake.store.compact import compact
@@ -110,7 +110,7 @@ def test_changed_file_replaces_its_rows(tmp_path):
     store = str(tmp_path / "store")
     ingest(str(tmp_path / "src"), store)
     target = next(p for p in paths if "train-1-stepstart" in str(p))
-    from conftest import write_cprofile
+    from helpers.profiles import write_cprofile
 
     write_cprofile(target.parent, "b", repeat=3)  # the job rewrote this interval's stats
     report = ingest(str(tmp_path / "src"), store)
@@ -139,7 +139,7 @@ def test_intervals_written_in_many_files_commit_as_one_batch(tmp_path, monkeypat
     versions_after_first = Store(store).delta("intervals").version()
     assert len(Store(store).delta("intervals").file_uris()) > 1
     assert snapshot(store) == expected
-    from conftest import write_cprofile
+    from helpers.profiles import write_cprofile
 
     target = next(p for p in paths if "train-2-stepstart" in str(p) and "algo-1" in str(p))
     write_cprofile(target.parent, "b", repeat=2)
@@ -280,7 +280,7 @@ def test_killed_replacing_run_recovers(tmp_path):
     of one file, and the next run ends where a clean run ends."""
     import shutil
 
-    from conftest import write_cprofile
+    from helpers.profiles import write_cprofile
 
     paths = build_corpus(tmp_path / "src", nodes=2, steps=6, pyinstrument_every=99)
     v1 = tmp_path / "v1"

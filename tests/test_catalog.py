@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
-from conftest import FORMAT_SAMPLES, JobBuilder
+from helpers.profiles import FORMAT_SAMPLES, JobBuilder
 from proflake import Profiles, ingest
 from proflake.bi.catalog import (
     VIEWS,

@@ -13,7 +13,7 @@ import click
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import LEGACY, JobBuilder
+from helpers.profiles import LEGACY, JobBuilder
 from proflake.cli import cli
 from proflake.errors import ExitCode
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import LEGACY, JobBuilder, assert_same_pstats, pstats_of
+from helpers.profiles import LEGACY, JobBuilder, assert_same_pstats, pstats_of
 from proflake.capture.capture import Capture
 from proflake.capture.sample_job import generate_sample_job, initialize, train_step
 from proflake.errors import ProflakeError, SourceError, UnknownNameError, UsageError

@@ -11,15 +11,15 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import FORMAT_SAMPLES, LEGACY
+from helpers.profiles import FORMAT_SAMPLES, LEGACY
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCE = REPO / "proflake" / "readers" / "_pstats_columns.c"
+SOURCE = REPO / "etl" / "proflake" / "readers" / "_pstats_columns.c"
 
 CHILD = r"""
 import importlib.util, sys
 sys.path.insert(0, sys.argv[3])
-from damage import damaged
+from helpers.damage import damaged
 spec = importlib.util.spec_from_file_location("_pstats_columns", sys.argv[1])
 decoder = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(decoder)

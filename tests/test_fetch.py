@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import LEGACY, SEMANTIC_INTERVALS, JobBuilder, assert_same_pstats, pstats_of
+from helpers.profiles import LEGACY, SEMANTIC_INTERVALS, JobBuilder, assert_same_pstats, pstats_of
 from proflake import Profiles, ingest
 from proflake.errors import UnknownNameError, UsageError
 from proflake.store.store import FileSpans, Store
@@ -333,7 +333,7 @@ def _json_frames(node, path=(), out=None):
 
 
 def test_pyinstrument_roll_up_counts_recursion_once(tmp_path, store_path):
-    from conftest import FORMAT_SAMPLES
+    from helpers.profiles import FORMAT_SAMPLES
 
     job = JobBuilder(tmp_path / "py")
     names = ["train-0-stepstart-2000_train-0-stepend-3000", "train-1-stepstart-3000_train-1-stepend-4000"]

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FORMAT_SAMPLES, LEGACY, JobBuilder, assert_same_pstats, pstats_of, write_cprofile
+from helpers.profiles import FORMAT_SAMPLES, LEGACY, JobBuilder, assert_same_pstats, pstats_of, write_cprofile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proflake import Profiles, ingest

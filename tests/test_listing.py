@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import JobBuilder
+from helpers.profiles import JobBuilder
 from proflake import ingest
 from proflake.errors import ProflakeError
 from proflake.schema import INTERVAL_KEY_COLUMNS, record_batch, table_spec

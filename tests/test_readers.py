@@ -8,8 +8,8 @@ import pstats
 import struct
 
 import pytest
-from conftest import FORMAT_SAMPLES, LEGACY
-from damage import damaged
+from helpers.damage import damaged
+from helpers.profiles import FORMAT_SAMPLES, LEGACY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from proflake.errors import ParseError

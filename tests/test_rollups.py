@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import JobBuilder, assert_same_pstats, pstats_of
+from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
 from proflake import Profiles, ingest
 from proflake import sql as queries
 from proflake.store import rollups
@@ -128,7 +128,7 @@ def test_a_run_that_only_adds_intervals_adds_its_sums_to_the_rollups(tmp_path):
     answers_like_the_facts(store, ["job-1", "job-2"])
     # A changed file: its old sums cannot be taken out of the roll-ups, so they are rebuilt.
     ingest(str(source), str(store))  # the roll-ups dropped above come back (nothing new: a rebuild)
-    from conftest import write_cprofile
+    from helpers.profiles import write_cprofile
 
     write_cprofile(files[("job-1", "algo-1", "train", "train", "training_loop")][0].parent, "c", repeat=2)
     said.clear()

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-import s3server
-from conftest import LEGACY, JobBuilder, assert_same_pstats, pstats_of
+from helpers import s3server
+from helpers.profiles import LEGACY, JobBuilder, assert_same_pstats, pstats_of
 from proflake import Profiles, ingest
 from proflake.errors import ProflakeError, StoreLockedError
 from proflake.sources.settings import S3Config

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import s3server
 from click.testing import CliRunner
-from conftest import LEGACY, JobBuilder
+from helpers import s3server
+from helpers.profiles import LEGACY, JobBuilder
 from proflake import Profiles, ingest
 from proflake.cli import cli
 from proflake.errors import ExitCode, QueryError, ReadOnlyError

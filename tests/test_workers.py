@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from crashy_facts import ROWS_PER_FILE
 from deltalake import DeltaTable, write_deltalake
+from helpers.crashy_facts import ROWS_PER_FILE
 from proflake.schema import INTERVAL_KEY_COLUMNS, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
 from proflake.store.store import WRITER_PROPERTIES, Store
@@ -26,7 +26,7 @@ def test_misbehaving_files_cost_only_themselves(workers):
     bad = {7: (b"segfault", "crash"), 13: (b"hang", "timeout"), 21: (b"hog", "memory"), 30: (b"exit", "crash")}
     for index, (data, _) in bad.items():
         payloads[index] = data
-    with ParsePool(workers, memory_mb=512, timeout_s=1.5, parse="crashy:parse") as pool:
+    with ParsePool(workers, memory_mb=512, timeout_s=1.5, parse="helpers.crashy:parse") as pool:
         results = dict(o for chunk in pool.parse(Task(i, "cprofile", data) for i, data in enumerate(payloads)) for o in chunk.outcomes)
     assert sorted(results) == list(range(40))
     for index, result in results.items():
@@ -69,7 +69,7 @@ def test_written_facts_hold_every_parsed_file_once_even_when_a_worker_dies(tmp_p
     payloads = [str(i).encode() for i in range(60)]
     payloads[41] = b"segfault"
     tasks = [Task(i, "pyinstrument", data, _interval(i)) for i, data in enumerate(payloads)]
-    with ParsePool(workers, memory_mb=1024, parse="crashy_facts:parse") as pool:
+    with ParsePool(workers, memory_mb=1024, parse="helpers.crashy_facts:parse") as pool:
         results = list(pool.parse(tasks, sink))
     outcomes = dict(o for r in results for o in r.outcomes)
     assert sorted(outcomes) == list(range(60))
@@ -147,7 +147,7 @@ def test_each_file_covers_its_own_stretch_of_the_tasks(tmp_path):
     sink = FactSink({"pyinstrument_frames": str(tmp_path)}, "b", 40 * ROWS_PER_FILE, parquet_options(WRITER_PROPERTIES))
     # 64 input bytes per row, as the pool guesses before it learns: stripes of about 40 files.
     tasks = [Task(i, "pyinstrument", str(i).encode().ljust(64 * ROWS_PER_FILE), _interval(i)) for i in range(400)]
-    with ParsePool(2, parse="crashy_facts:parse") as pool:
+    with ParsePool(2, parse="helpers.crashy_facts:parse") as pool:
         files = [f for r in pool.parse(tasks, sink) for f in r.files]
     contents = [pq.read_table(f.local_path, columns=["start_step", "node_id"]) for f in files]
     spans = sorted((min(ids), max(ids), len(ids)) for ids in (set(t["start_step"].to_pylist()) for t in contents))
@@ -203,7 +203,7 @@ def _summed_by_key(table: pa.Table) -> dict:
 
 @pytest.mark.parametrize("fact_table", ["function_stats", "function_callers"])
 def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
-    from conftest import LEGACY
+    from helpers.profiles import LEGACY
     from proflake.schema import PHASE_ROLLUP_OF
     from proflake.workers.pool import _fact_table, _phase_partial
 
@@ -262,7 +262,7 @@ def test_interval_codes_are_equal_exactly_where_the_values_are():
 
 
 def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
-    from conftest import LEGACY
+    from helpers.profiles import LEGACY
     from proflake.readers import cprofile as cprofile_reader
     from proflake.workers.pool import _fact_table, _phase_partial
 
@@ -277,7 +277,7 @@ def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
 
 
 def test_a_file_without_key_ids_sums_its_segment_by_text():
-    from conftest import LEGACY
+    from helpers.profiles import LEGACY
     from proflake.workers.pool import _fact_table
 
     parts = _segment_parts(sorted(LEGACY.rglob("python_stats")), "function_stats", careful_at=1)

@@ -1,0 +1,1 @@
+"""Test helpers, imported by test modules as ``from helpers.profiles import ...`` (never from conftest)."""
