@@ -7,6 +7,20 @@ from pathlib import Path
 import pytest
 from helpers.profiles import SEMANTIC_INTERVALS, JobBuilder
 
+# Modules whose every test is a whole-system test (see the integration marker in pyproject.toml). A test
+# elsewhere can carry @pytest.mark.integration itself.
+INTEGRATION_MODULES = {"test_bench", "test_install", "test_s3", "test_decoder_sanitized"}
+INTEGRATION_TESTS = {
+    "test_killed_runs_leave_nothing_lost_or_doubled",
+    "test_queries_and_schemas_ship_inside_the_wheel",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__ in INTEGRATION_MODULES or item.originalname in INTEGRATION_TESTS:
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture
 def semantic_job(tmp_path: Path) -> dict[str, Path]:

@@ -1,4 +1,4 @@
-"""The BI catalog and the SQL surface's public contract: views and columns as documented, the README's
+"""The BI catalog and the SQL surface's public contract: views and columns as documented, the docs'
 worked queries, the DuckDB shell, SQLAlchemy (duckdb_engine), refresh after ingest and compaction, S3."""
 
 from __future__ import annotations
@@ -18,28 +18,22 @@ import pytest
 from click.testing import CliRunner
 from helpers.profiles import FORMAT_SAMPLES, JobBuilder
 from proflake import Profiles, ingest
-from proflake.bi.catalog import (
-    VIEWS,
-    build_catalog,
-    init_sql_path,
-    refresh_catalogs,
-    registered_catalogs,
-    replace_docs,
-    view_spec,
-    views_markdown,
-)
+from proflake.bi.catalog import build_catalog, init_sql_path, refresh_catalogs, registered_catalogs
 from proflake.cli import cli
+from proflake.docs import views_markdown
 from proflake.errors import ExitCode
 from proflake.operations import compact
 from proflake.schema import ALL_TABLES, table_spec
 from proflake.store.store import Store
+from proflake.views import VIEWS, view_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+SQL_DOC = (ROOT / "docs" / "sql-and-bi.md").read_text(encoding="utf-8")
+VIEWS_DOC = (ROOT / "docs" / "reference" / "views.md").read_text(encoding="utf-8")
 SQL_TYPES = {"VARCHAR": "string", "BIGINT": "int64", "DOUBLE": "float64", "BOOLEAN": "bool",
              "TIMESTAMP WITH TIME ZONE": "timestamp"}
 
-# The README's worked-query job: two nodes, hand-named intervals, the same real stats file in each.
+# The docs' worked-query job: two nodes, hand-named intervals, the same real stats file in each.
 T0 = 1764460800000000  # 2025-11-30T00:00:00Z in microseconds
 STEP_MARKS = {"algo-1": [10.0, 11.2, 12.3, 13.5], "algo-2": [10.05, 11.6, 12.7, 13.8]}
 
@@ -118,7 +112,7 @@ def test_table_views_have_the_schema_columns_and_types(catalog_file, readme_stor
 
 def test_convenience_views_have_exactly_the_documented_columns(catalog_file, readme_store):
     """The public contract: a column changed in queries/views.sql fails here until VIEWS changes, and the
-    README fails until it is regenerated from VIEWS (python -m proflake.bi.catalog --write)."""
+    reference page fails (tests/test_docs.py, cog --check) until it is regenerated from VIEWS (bin/docs)."""
     con = open_catalog(catalog_file)
     profiles = Profiles(readme_store)
     schema = profiles.sql_schema().to_pylist()
@@ -128,11 +122,9 @@ def test_convenience_views_have_exactly_the_documented_columns(catalog_file, rea
         if not view.catalog_only:
             seen = [(r["column_name"], SQL_TYPES.get(r["data_type"], r["data_type"])) for r in schema if r["name"] == view.name]
             assert seen == declared, view.name
-    assert replace_docs(README) == README, "README views are stale: run python -m proflake.bi.catalog --write"
-    section = README.split("## BI and ad hoc SQL", 1)[1].split("\n## ", 1)[0]
-    assert views_markdown() in section
+    assert views_markdown() in VIEWS_DOC, "docs/reference/views.md is stale: run bin/docs"
     for name in ("intervals", "function_stats", "function_callers", "pyinstrument_frames", "batches"):
-        assert f"`{name}`" in section
+        assert f"`{name}`" in SQL_DOC
 
 
 def test_catalog_answers_like_proflake_sql_and_the_fetch_methods(catalog_file, readme_store):
@@ -157,9 +149,9 @@ def test_catalog_answers_like_proflake_sql_and_the_fetch_methods(catalog_file, r
     assert {r[0]: pytest.approx((r[1], r[2])) for r in rows} == {p["function"]: (p["self_time"], p["total_time"]) for p in py}
 
 
-# -- the README's worked queries -------------------------------------------------------------------
+# -- the docs' worked queries -------------------------------------------------------------------
 def readme_worked_queries() -> list[tuple[list[str], str]]:
-    section = README.split("### Five worked queries", 1)[1].split("\n### ", 1)[0]
+    section = SQL_DOC.split("## Five worked queries", 1)[1].split("\n## ", 1)[0]
     examples = []
     for block in re.findall(r"```console\n(.*?)```", section, flags=re.DOTALL):
         lines = block.splitlines()
