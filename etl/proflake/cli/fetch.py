@@ -16,7 +16,8 @@ from proflake.cli.common import (
     store_option,
 )
 from proflake.errors import ProflakeError
-from proflake.query.profiles import FETCH_METHODS, SORT_KEYS, FetchResult, Profiles
+from proflake.query.profiles import SORT_KEYS, FetchResult, Profiles
+from proflake.query.registry import FETCH_METHODS, REQUIRED, FetchMethod
 
 
 @cli.group()
@@ -56,67 +57,30 @@ def _write_prof(result: FetchResult, path: str) -> None:
     say(f"wrote {path}")
 
 
-@fetch.command("by-time")
-@click.argument("start", type=float)
-@click.argument("end", type=float)
-@fetch_options
-def by_time(start: float, end: float, **options: Any) -> None:
-    """Intervals overlapping [START, END] (seconds since the epoch), including one containing the window."""
-    _run_fetch("by_time", options, start_time_s=start, end_time_s=end)
+def _command(spec: FetchMethod) -> click.Command:
+    """``proflake fetch <spec.command>``: the method's own arguments, then the options every fetch takes."""
+
+    def run(**options: Any) -> None:
+        arguments = {name: options.pop(name) for name in spec.argument_names}
+        _run_fetch(spec.name, options, **arguments)
+
+    params: list[click.Parameter] = []
+    for argument in spec.arguments:
+        if argument.positional:
+            required = argument.default is REQUIRED
+            metavar = argument.metavar if required else f"[{argument.metavar}]"
+            params.append(click.Argument([argument.name], required=required, metavar=metavar))
+        else:
+            params.append(click.Option([argument.option, argument.name], default=argument.default,
+                                       show_default=True, help=argument.help))
+    command = click.Command(spec.command, callback=fetch_options(run), params=params, help=spec.summary)
+    # fetch_options added its options to run; move them onto the command, after the method's own.
+    command.params += getattr(command.callback, "__click_params__", [])[::-1]
+    return command
 
 
-@fetch.command("by-step")
-@click.argument("start_step")
-@click.argument("end_step", required=False)
-@click.option("--mode", default="train", show_default=True, help="Mode of both ends (train, eval, ... or TRAIN, EVAL, ...).")
-@click.option("--start-phase", default="stepstart", show_default=True, help="Phase of the start step.")
-@click.option("--end-phase", default="stepend", show_default=True, help="Phase of the end step.")
-@fetch_options
-def by_step(start_step: str, end_step: str | None, mode: str, start_phase: str, end_phase: str, **options: Any) -> None:
-    """Intervals in steps START_STEP..END_STEP (default START_STEP) of one mode; '*' as END_STEP = to the end."""
-    _run_fetch(
-        "by_step", options, start_step=start_step, end_step=end_step, mode=mode, start_phase=start_phase, end_phase=end_phase
-    )
-
-
-@fetch.command("between-modes")
-@click.argument("start_mode")
-@click.argument("end_mode")
-@fetch_options
-def between_modes(start_mode: str, end_mode: str, **options: Any) -> None:
-    """Intervals that start in START_MODE and end in END_MODE (e.g. train eval)."""
-    _run_fetch("between_modes", options, start_mode=start_mode, end_mode=end_mode)
-
-
-@fetch.command("pre-step-zero")
-@fetch_options
-def pre_step_zero(**options: Any) -> None:
-    """Intervals profiled from the start of the job until step 0."""
-    _run_fetch("pre_step_zero", options)
-
-
-@fetch.command("post-hook-close")
-@fetch_options
-def post_hook_close(**options: Any) -> None:
-    """Intervals profiled after the hook closed, to the end of the job."""
-    _run_fetch("post_hook_close", options)
-
-
-@fetch.command("by-training-phase")
-@fetch_options
-def by_training_phase(**options: Any) -> None:
-    """Functions aggregated per (start_mode, end_mode) pair present."""
-    _run_fetch("by_training_phase", options)
-
-
-@fetch.command("by-job-phase")
-@fetch_options
-def by_job_phase(**options: Any) -> None:
-    """Functions aggregated per job phase: initialization, training_loop, finalization, whole_job."""
-    _run_fetch("by_job_phase", options)
-
-
-assert {c.replace("-", "_") for c in fetch.commands} == set(FETCH_METHODS)
+for _spec in FETCH_METHODS:
+    fetch.add_command(_command(_spec))
 
 
 # -- sql --------------------------------------------------------------------------------------------

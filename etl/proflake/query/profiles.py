@@ -23,20 +23,13 @@ import pyarrow as pa
 from proflake import sql as queries
 from proflake.errors import UnknownNameError, UsageError
 from proflake.modes import PythonProfileModes, StepPhase, mode_label, phase_label
+from proflake.query.registry import FETCH_METHOD_NAMES, FetchMethod, fetch_method
 from proflake.store import rollups
 from proflake.store.store import FileSpans, Store
 
 PROFILERS = ("cprofile", "pyinstrument")
 SORT_KEYS = ("cumtime", "tottime", "ncalls", "pcalls")
-FETCH_METHODS = (
-    "by_time",
-    "by_step",
-    "between_modes",
-    "pre_step_zero",
-    "post_hook_close",
-    "by_training_phase",
-    "by_job_phase",
-)
+FETCH_METHODS = FETCH_METHOD_NAMES  # the registry's names (proflake.query.registry)
 JOB_PHASES = ("initialization", "training_loop", "finalization", "whole_job")
 GROUP_COLUMNS = ("node_id", "start_mode", "end_mode", "job_phase")
 # roll-up -> the same answer from the derived phase tables (etl/proflake/store/rollups.py), when they are fresh
@@ -270,12 +263,9 @@ class Profiles:
         return self._intervals().take(rows)
 
     def _intervals(self) -> pa.Table:
-        """The connection's intervals table as Arrow, row i being the row whose rowid is i.
-
-        The table is a snapshot that nothing writes to, so its rowids run 0..n-1 and stay put. Selection
-        queries return only rowids and the rows' ~30 columns are gathered here: DuckDB's conversion of
-        those columns to Arrow cost more than the selection itself (4 ms of a 7 ms by_step selection,
-        9 ms of list_profile_stats's 13 ms over 10k intervals).
+        """The connection's intervals table as Arrow, row i being the row whose rowid is i (a snapshot
+        nothing writes to, so its rowids run 0..n-1). Selection queries return rowids; the columns are
+        gathered here (why: docs/internals.md, "Selections return row ids").
         """
         return self._memoised(
             ("intervals",), lambda: self.connection().sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
@@ -355,28 +345,24 @@ class Profiles:
         ``callers=True`` says the caller edges will be wanted (``to_pstats``, ``write_prof``): a cProfile
         result then aggregates them alongside the functions, on a second DuckDB cursor, rather than after.
         """
-        method = method.replace("-", "_")
-        if method not in FETCH_METHODS:
-            raise UnknownNameError("fetch method", method, FETCH_METHODS)
+        spec = fetch_method(method)
+        method = spec.name
         if sort not in SORT_KEYS:
             raise UnknownNameError("sort key", sort, SORT_KEYS)
         if top is not None and top < 1:
             raise UsageError(f"--top must be a positive number of rows, not {top}")
         scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
-        params = {**scope.params(), **_method_params(method, arguments)}
+        params = {**scope.params(), **_method_params(spec, arguments)}
         intervals = self._select(method, params).sort_by(
             [("start_time_us", "ascending"), ("node_id", "ascending"), ("source_uri", "ascending")]
         )
-        group_by = (("node_id",) if per_node else ()) + {
-            "by_training_phase": ("start_mode", "end_mode"),
-            "by_job_phase": ("job_phase",),
-        }.get(method, ())
+        group_by = (("node_id",) if per_node else ()) + spec.group_by
         rollup_params = {
             **params,
             "method": method,
             "by_node": per_node,
-            "by_modes": method == "by_training_phase",
-            "by_job_phase": method == "by_job_phase",
+            "by_modes": "start_mode" in spec.group_by,
+            "by_job_phase": "job_phase" in spec.group_by,
             "sort": sort,
             "top": top,
         }
@@ -522,13 +508,10 @@ def parse_step(value: Step, *, at_end: bool) -> float:
     return value
 
 
-def _method_params(method: str, a: dict[str, Any]) -> dict[str, Any]:
-    expected = {
-        "by_time": {"start_time_s", "end_time_s"},
-        "by_step": {"start_step", "end_step", "mode", "start_phase", "end_phase"},
-        "between_modes": {"start_mode", "end_mode"},
-    }.get(method, set())
-    unexpected = set(a) - expected
+def _method_params(spec: FetchMethod, a: dict[str, Any]) -> dict[str, Any]:
+    """The SQL parameters of a method's own arguments (the registry says which it takes)."""
+    method = spec.name
+    unexpected = set(a) - set(spec.argument_names)
     if unexpected:
         raise UsageError(f"fetch {method} takes no argument {', '.join(sorted(unexpected))}")
     if method == "by_time":
@@ -556,12 +539,9 @@ def rollup_parameters(selection: pa.Table, params: dict[str, Any], files: Mappin
     """The parameters of a roll-up over a fetch's selected intervals: ``params`` plus their ids (the list
     parameter ``$interval_ids``), their time span, and each fact table's files that can hold them.
 
-    The fetch query ran once already to produce the intervals; passing their ids spares running it again
-    inside the roll-up. (A list parameter costs less than registering the Arrow table as a view for the
-    few intervals most fetches select: registering and unregistering took ~1 ms, on DuckDB 2.0.1's Python
-    layer; 10k ids take ~6 ms to convert, small beside the scan of 10k intervals' rows.) ``files`` (from
-    ``Store.connect_with_files``) narrows each fact table to the files whose rows can start inside the
-    selection's time span and belong to one of its nodes.
+    ``files`` (from ``Store.connect_with_files``) narrows each fact table to the files whose rows can start
+    inside the selection's time span and belong to one of its nodes (why ids as a list parameter:
+    docs/internals.md, "Roll-ups take the selection's ids").
     """
     import pyarrow.compute as pc
 
