@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("workers",),
     ("store",),
     ("sources", "readers", "layout"),
-    ("views", "docs"),
+    ("docs",),
+    ("views",),
     ("sql", "schema", "modes"),
     ("errors", "resources", "_lazy"),
 ]
@@ -43,7 +44,6 @@ OVERSIZE_ALLOWED = {
     "query/profiles.py": "issue 22's fetch-method registry moves the method tables out",
     "smdebug/compat.py": "issue 20 splits the compatible classes",
     "store/store.py": "issue 18 moves liveness out of the Store",
-    "readers/cprofile.py": "issue 22: the Python fallback decoder moves beside the compiled one's wrapper",
 }
 
 

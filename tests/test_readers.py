@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proflake.errors import ParseError
 from proflake.readers import cprofile as cprofile_reader
+from proflake.readers import cprofile_fast as fast_reader
 from proflake.readers.cprofile import read_cprofile
 from proflake.readers.jsontree import loads_deep
 from proflake.readers.pyinstrument import dumps_tree, read_pyinstrument
@@ -79,7 +80,7 @@ def _outcome(parse, data: bytes):
 @pytest.mark.parametrize("path", CPROFILE_FILES, ids=lambda p: p.parent.name + "/" + p.name)
 def test_cprofile_fast_path_takes_real_dumps_and_matches_the_careful_path(path):
     data = path.read_bytes()
-    fast = cprofile_reader._fast_tables(marshal.loads(data))  # _Unusual here would be a silent slowdown
+    fast = fast_reader.fast_tables(marshal.loads(data))  # Unusual here would be a silent slowdown
     careful = _careful(data)
     assert fast.functions.schema == careful.functions.schema and fast.functions.equals(careful.functions)
     assert fast.callers.schema == careful.callers.schema and fast.callers.equals(careful.callers)
@@ -130,12 +131,12 @@ def test_cprofile_keeps_the_rare_valid_shapes_the_fast_path_declines():
 
 
 def test_cprofile_known_keys_start_over_past_their_limit(monkeypatch):
-    monkeypatch.setattr(cprofile_reader, "_KNOWN_KEYS_LIMIT", 100)
-    monkeypatch.setattr(cprofile_reader, "_known", cprofile_reader._known)  # restored afterwards
+    monkeypatch.setattr(fast_reader, "_KNOWN_KEYS_LIMIT", 100)
+    monkeypatch.setattr(fast_reader, "_known", fast_reader._known)  # restored afterwards
     for path in CPROFILE_FILES * 2:  # files of 59 to 2722 functions: the known keys start over often
         data = path.read_bytes()
         assert _outcome(read_cprofile, data) == _outcome(_careful, data)
-    assert len(cprofile_reader._known.row) == cprofile_reader._known.columns.num_rows <= 2 * 2722
+    assert len(fast_reader._known.row) == fast_reader._known.columns.num_rows <= 2 * 2722
 
 
 def _mostly(valid, odd):
@@ -166,15 +167,15 @@ def test_cprofile_fast_path_agrees_with_the_careful_path(stats):
 
 # -- the compiled decoder must agree with the Python paths ------------------------------------------
 def _python_paths(data: bytes):
-    compiled, cprofile_reader._compiled = cprofile_reader._compiled, None
+    compiled, fast_reader._compiled = fast_reader._compiled, None
     try:
         return read_cprofile(data)
     finally:
-        cprofile_reader._compiled = compiled
+        fast_reader._compiled = compiled
 
 
 def test_the_compiled_decoder_is_built():
-    assert cprofile_reader._compiled is not None, (
+    assert fast_reader._compiled is not None, (
         "etl/proflake/readers/_pstats_columns.c was not compiled: install gcc and the Python headers, then "
         "reinstall proflake (bin/test does when the source changes)"
     )
@@ -183,7 +184,7 @@ def test_the_compiled_decoder_is_built():
 @pytest.mark.parametrize("path", CPROFILE_FILES, ids=lambda p: p.parent.name + "/" + p.name)
 def test_compiled_decoder_takes_real_dumps_and_matches_the_python_paths(path):
     data = path.read_bytes()
-    compiled = cprofile_reader._compiled_tables(data)  # _Unusual here would be a silent slowdown
+    compiled = fast_reader.compiled_tables(data)  # Unusual here would be a silent slowdown
     python = _python_paths(data)
     assert compiled.functions.schema == python.functions.schema and compiled.functions.equals(python.functions)
     assert compiled.callers.schema == python.callers.schema and compiled.callers.equals(python.callers)
@@ -196,7 +197,7 @@ def test_compiled_decoder_reads_every_marshal_version_or_declines(version):
     data = marshal.dumps(stats, version)
     assert _outcome(read_cprofile, data) == _outcome(_python_paths, data)
     if version >= 2:  # binary floats; versions 0 and 1 write text floats, which it leaves to Python
-        cprofile_reader._compiled_tables(data)
+        fast_reader.compiled_tables(data)
 
 
 def _spelled(*items) -> bytes:
