@@ -53,11 +53,20 @@ def oracle(predicate, node: str | None = None) -> set[str]:
     }
 
 
-@pytest.fixture
-def profiles(semantic_job, store_path) -> Profiles:
-    report = ingest(str(semantic_job["A"].parents[5]), str(store_path))
+@pytest.fixture(scope="module")
+def semantic_job(tmp_path_factory) -> dict[str, Path]:
+    """The hand-named job of tests/helpers/profiles.py, shared by this module's read-only tests."""
+    job = JobBuilder(tmp_path_factory.mktemp("semantic") / "jobs" / "semantic")
+    return {label: job.cprofile(node, name, workload) for label, (node, name, workload) in SEMANTIC_INTERVALS.items()}
+
+
+@pytest.fixture(scope="module")
+def profiles(semantic_job, tmp_path_factory) -> Profiles:
+    """One store of the semantic job for every read-only test here (none of them writes to it)."""
+    store = tmp_path_factory.mktemp("semantic-store") / "store"
+    report = ingest(str(semantic_job["A"].parents[5]), str(store))
     assert report.new_intervals == len(SEMANTIC_INTERVALS) and not report.failed
-    return Profiles(str(store_path))
+    return Profiles(str(store))
 
 
 def labels_of(result, job_files: dict[str, Path]) -> set[str]:
@@ -119,8 +128,8 @@ def test_by_step_per_node_keeps_nodes_apart(profiles, semantic_job):
     assert_same_pstats(result.to_pstats(("algo-2",)).stats, pstats_of([semantic_job["F2"]]))
 
 
-def test_a_question_about_some_nodes_opens_only_their_files(profiles, store_path):
-    con, spans = Store(str(store_path)).connect_with_files()
+def test_a_question_about_some_nodes_opens_only_their_files(profiles):
+    con, spans = Store(profiles.store.location).connect_with_files()
     files = spans["function_stats"]
     nodes_in = {uri: set(pq.read_table(uri, columns=["node_id"])["node_id"].to_pylist()) for uri in files.uris}
     assert all(len(nodes) == 1 for nodes in nodes_in.values())  # ingest never mixes nodes in a file

@@ -17,7 +17,8 @@ from helpers.crashy_facts import ROWS_PER_FILE
 from proflake.schema import INTERVAL_KEY_COLUMNS, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
 from proflake.store.store import WRITER_PROPERTIES, Store
-from proflake.workers.pool import FactSink, Failure, ParsedFile, ParsePool, Task
+from proflake.workers.pool import ParsePool
+from proflake.workers.protocol import FactSink, Failure, ParsedFile, Task
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -205,7 +206,7 @@ def _summed_by_key(table: pa.Table) -> dict:
 def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
     from helpers.profiles import LEGACY
     from proflake.schema import PHASE_ROLLUP_OF
-    from proflake.workers.pool import _fact_table, _phase_partial
+    from proflake.workers.segments import _fact_table, _phase_partial
 
     rollup = PHASE_ROLLUP_OF[fact_table]
     table, key_ids, starts = _fact_table(fact_table, _segment_parts(sorted(LEGACY.rglob("python_stats")), fact_table))
@@ -221,7 +222,7 @@ def test_partial_sums_by_key_ids_equal_the_sums_by_key_text(fact_table):
 
 
 def test_take_ascending_takes_what_chunked_take_takes():
-    from proflake.workers.pool import _single_code, _take_ascending
+    from proflake.workers.segments import _single_code, _take_ascending
 
     rng = np.random.default_rng(11)
     for _ in range(50):
@@ -245,7 +246,7 @@ def test_take_ascending_takes_what_chunked_take_takes():
 
 
 def test_interval_codes_are_equal_exactly_where_the_values_are():
-    from proflake.workers.pool import _interval_codes
+    from proflake.workers.segments import _interval_codes
 
     rng = np.random.default_rng(7)
     # Five columns of 20,000 distinct values each: the fold would pass 2**62, so the codes come from text.
@@ -263,8 +264,8 @@ def test_interval_codes_are_equal_exactly_where_the_values_are():
 
 def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
     from helpers.profiles import LEGACY
-    from proflake.readers import cprofile as cprofile_reader
-    from proflake.workers.pool import _fact_table, _phase_partial
+    from proflake.readers import cprofile_fast as cprofile_reader
+    from proflake.workers.segments import _fact_table, _phase_partial
 
     monkeypatch.setattr(cprofile_reader, "_KNOWN_KEYS_LIMIT", 300)  # starts over within the segment
     monkeypatch.setattr(cprofile_reader, "_known", cprofile_reader._NO_KEYS)
@@ -278,7 +279,7 @@ def test_partial_sums_stay_right_when_the_known_keys_start_over(monkeypatch):
 
 def test_a_file_without_key_ids_sums_its_segment_by_text():
     from helpers.profiles import LEGACY
-    from proflake.workers.pool import _fact_table
+    from proflake.workers.segments import _fact_table
 
     parts = _segment_parts(sorted(LEGACY.rglob("python_stats")), "function_stats", careful_at=1)
     table, key_ids, _ = _fact_table("function_stats", parts)

@@ -23,7 +23,7 @@ BOOKKEEPING_TABLES: tuple[str, ...] = ("batches", "ingest_errors")
 # Derived from the fact tables by every ingest that changes a job (etl/proflake/store/rollups.py), for fast roll-ups.
 DERIVED_TABLES: tuple[str, ...] = ("phase_function_stats", "phase_function_callers")
 # fact table -> the phase roll-up that sums it, and the columns summed (the parse workers sum each
-# segment they write, etl/proflake/workers/pool.py; etl/proflake/store/rollups.py adds those sums up).
+# segment they write, etl/proflake/workers/segments.py; etl/proflake/store/rollups.py adds those sums up).
 PHASE_ROLLUP_OF: dict[str, str] = {"function_stats": "phase_function_stats", "function_callers": "phase_function_callers"}
 PHASE_MEASURES: tuple[str, ...] = ("primitive_calls", "total_calls", "tottime", "cumtime")
 ALL_TABLES: tuple[str, ...] = TABLE_NAMES + DERIVED_TABLES + BOOKKEEPING_TABLES

@@ -4,7 +4,7 @@ job, node, start/end mode pair and job phase (schemas/phase_function_*.json).
 by_training_phase and by_job_phase aggregate every interval of a job; summing millions of fact rows per
 question is what made them slow. Ingest brings a job's roll-up rows up to date whenever its live
 intervals change: a run that only added intervals adds the partial sums its parse workers wrote for
-each segment (etl/proflake/workers/pool.py) to the rows built before; any other change rebuilds them from the facts.
+each segment (etl/proflake/workers/segments.py) to the rows built before; any other change rebuilds them from the facts.
 Every row carries the fingerprint of the intervals it was built from, so a question can tell a fresh
 roll-up from a stale one (a run killed between its intervals commit and the roll-up step) and fall back
 to the fact tables; the next ingest rebuilds whatever is stale.
