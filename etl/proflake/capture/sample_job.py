@@ -163,7 +163,9 @@ def compile_kernels() -> None:
 
 def define_layer_types() -> None:
     for kind in ("Dense", "Relu", "Dropout"):
-        fields = [("size", int), ("name", str, dataclasses.field(default=kind))]
+        fields: list[tuple[str, type] | tuple[str, type, object]] = [
+            ("size", int), ("name", str, dataclasses.field(default=kind))
+        ]
         dataclasses.make_dataclass(f"{kind}Layer", fields)
 
 

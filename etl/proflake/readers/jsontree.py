@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, untyped
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _WS = re.compile(r"[ \t\n\r]*")
@@ -46,6 +46,7 @@ def _loads_iterative(text: str) -> object:
             if ch == "{":
                 pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
                 if text.startswith("}", pos):
+                    value: object
                     value, pos = {}, pos + 1
                 else:
                     stack.append([{}, None])
@@ -115,9 +116,9 @@ def _scalar(text: str, pos: int) -> tuple[object, int]:
     for word, value in _LITERALS.items():
         if text.startswith(word, pos):
             return value, pos + len(word)
-    for word, value in _CONSTANTS.items():
+    for word, constant in _CONSTANTS.items():
         if text.startswith(word, pos):
-            return value, pos + len(word)
+            return constant, pos + len(word)
     match = _NUMBER.match(text, pos)
     if match is None or match.end() == pos:
         raise _error("expected a value", pos)

@@ -31,7 +31,7 @@ def parse_stats(profiler: str, data: bytes) -> ParsedStats:
                 "is_empty": cprofile.functions.num_rows == 0,
             },
             facts={"function_stats": cprofile.functions, "function_callers": cprofile.callers},
-            key_ids={} if cprofile.function_ids is None else {
+            key_ids={} if cprofile.function_ids is None or cprofile.edge_ids is None else {
                 "function_stats": (cprofile.function_ids,), "function_callers": cprofile.edge_ids,
             },
         )

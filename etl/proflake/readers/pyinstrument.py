@@ -44,7 +44,7 @@ def _bad(message: str) -> ParseError:
 
 def _number(frame: dict, field: str, default: float | None = None) -> float:
     value = frame.get(field, default)
-    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:
+    if not isinstance(value, (int, float)) or type(value) is bool or not math.isfinite(value) or value < 0:
         raise _bad(f"frame field {field!r} is {value!r}, expected a finite non-negative number")
     return float(value)
 

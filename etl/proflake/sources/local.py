@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import stat
 from collections.abc import Generator, Iterator
@@ -57,7 +58,7 @@ class LocalSource:
             name = names.pop()  # names are held in reverse order: popped in name order
             folder, parts = os.path.join(parent, name), (*parent_parts, name)
 
-    def _files_of(self, folder: str, parts: tuple[str, ...]) -> Generator[SourceObject, None, list[str]]:
+    def _files_of(self, folder: str, parts: tuple[str, ...]) -> Generator[SourceObject, None, builtins.list[str]]:
         """The files of one folder in name order; returns its subfolders' names, in reverse name order."""
         subfolders: list[str] = []
         files: list[os.DirEntry] = []

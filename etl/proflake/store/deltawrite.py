@@ -154,10 +154,10 @@ def commit_data_files(table: DeltaTable, files: list[DataFile], batch_id: str, *
     """Add ``files`` (already in the table's folder) to ``table`` in one commit; with ``replace_all``,
     the same commit removes every file the table had."""
     from deltalake import CommitProperties
-    from deltalake.transaction import AddAction
+    from deltalake.transaction import AddAction, RemoveAction
 
     now = int(time.time() * 1000)
-    actions = [AddAction(f.name, f.size, {}, now, True, f.stats) for f in files]
+    actions: list[AddAction | RemoveAction] = [AddAction(f.name, f.size, {}, now, True, f.stats) for f in files]
     table.create_write_transaction(
         actions,
         mode="overwrite" if replace_all else "append",
