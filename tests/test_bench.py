@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import marshal
 import pstats
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,7 @@ def run_bench(tmp_path: Path, files: int, nodes: int, *extra: str, timeout: int 
         cwd=REPO, capture_output=True, text=True, timeout=timeout,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "| method |" in done.stdout  # the markdown table
+    assert re.search(r"^\| method +\| nodes +\|", done.stdout, re.MULTILINE)  # the markdown table
     return json.loads(result.read_text()), corpus
 
 
@@ -79,7 +80,8 @@ def check_result(data: dict) -> None:
     paired = [i / f for i, f in zip(one["passes_seconds"], one["adjacent_parquet_floors_seconds"])]
     assert one["x_adjacent_parquet_floors"] == pytest.approx(paired)
     assert one["x_adjacent_parquet_floor"] == pytest.approx((paired[0] + paired[1]) / 2)
-    from bench.run import _fmt_x, best_parquet_floor
+    from bench.cases.ingest import best_parquet_floor
+    from bench.targets import fmt_x as _fmt_x
 
     every_parquet_pass = [*data["parquet_floor"]["passes_seconds"]] + [
         s for run in data["ingest"]["runs"].values() if isinstance(run, dict) for s in run["adjacent_parquet_floors_seconds"]
@@ -122,7 +124,7 @@ def check_result(data: dict) -> None:
     # The single step, four calls alternated: every round timed, and the targets read from the round ratios.
     from statistics import median
 
-    from bench.run import TARGETS
+    from bench.targets import TARGETS
 
     one_step = data["single_step"]
     runs = one_step["runs_ms"]
@@ -144,13 +146,50 @@ def check_result(data: dict) -> None:
     assert "compat by_step (one step) vs smdebug cached" not in targets  # the unpaired row is for older JSON
 
 
-def test_bench_smoke(tmp_path: Path) -> None:
+def check_render_and_registry(data: dict, result: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables come from the JSON alone, and a section plugged into the registry is run on request,
+    judged and printed with the others."""
+    rendered = subprocess.run([sys.executable, "-m", "bench.run", "--render", str(result)],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr[-2000:]
+    assert rendered.stdout.rstrip("\n") == data["markdown"]
+
+    from bench import sections
+    from bench.run import parse_args
+    from bench.targets import target
+
+    def run_toy(ctx) -> None:
+        ctx.data["toy"] = {"ms": 2.0}
+
+    toy = sections.Section(
+        "toy", run_toy, "toy", default=False,
+        targets=lambda d: [target("toy call", "<= 1 ms", f"{d['toy']['ms']} ms", d["toy"]["ms"] <= 1)],
+        render=lambda d: ["", f"The toy call took {d['toy']['ms']} ms."],
+    )
+    monkeypatch.setattr(sections, "SECTIONS", [*sections.SECTIONS, toy])
+    assert toy not in parse_args([]).sections and parse_args(["--with", "toy"]).sections[-1] is toy
+    with pytest.raises(SystemExit):
+        parse_args(["--with", "no_such_section"])
+    judged = sections.evaluate_targets(data)
+    assert [t["name"] for t in judged] == [t["name"] for t in data["targets"]]  # not run: not judged
+    from types import SimpleNamespace
+
+    toy.run(SimpleNamespace(data=data))  # type: ignore[arg-type]
+    judged = sections.evaluate_targets(data)
+    assert judged[-1] == {"name": "toy call", "target": "<= 1 ms", "measured": "2.0 ms", "met": False, "note": ""}
+    markdown = sections.render_markdown({**data, "targets": judged})
+    assert "The toy call took 2.0 ms." in markdown
+    assert re.search(r"^\| toy call +\| <= 1 ms +\| 2.0 ms +\| \*\*no\*\* +\|$", markdown, re.MULTILINE)
+
+
+def test_bench_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data, corpus = run_bench(
         tmp_path, 40, 2, "--repeats", "2", "--cli-repeats", "1", "--baseline-repeats", "1", "--warmup", "0.05",
         "--alternations", "3", timeout=300
     )
     check_result(data)
     assert data["single_step"]["rounds"] == 3  # --alternations
+    check_render_and_registry(data, tmp_path / "result.json", monkeypatch)
     manifest = json.loads((corpus / "corpus.json").read_text())
     assert manifest["cprofile_files"] == 40 and manifest["node_ids"] == ["algo-1", "algo-2"]
 
