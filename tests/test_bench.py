@@ -185,7 +185,7 @@ def check_render_and_registry(data: dict, result: Path, monkeypatch: pytest.Monk
 def test_bench_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data, corpus = run_bench(
         tmp_path, 40, 2, "--repeats", "2", "--cli-repeats", "1", "--baseline-repeats", "1", "--warmup", "0.05",
-        "--alternations", "3", timeout=300
+        "--alternations", "3", timeout=1800
     )
     check_result(data)
     assert data["single_step"]["rounds"] == 3  # --alternations
