@@ -32,3 +32,13 @@ def semantic_job(tmp_path: Path) -> dict[str, Path]:
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One local[2] SparkSession shared by every Spark test of the run (tests/helpers/sparkenv.py)."""
+    from helpers.sparkenv import start_session
+
+    session = start_session(str(tmp_path_factory.mktemp("spark")))
+    yield session
+    session.stop()

@@ -208,6 +208,11 @@ class Profiles:
         self._con = None
         self._memo.clear()
 
+    def _run(self, name: str, params: dict[str, Any]) -> pa.Table:
+        """Run queries/<name>.sql (the one place a question reaches the engine; proflake.spark answers
+        the same questions on Spark by overriding it)."""
+        return queries.run_named(self.connection(), name, params)
+
     def _memoised(self, key: tuple, compute: Any) -> Any:
         if key not in self._memo:
             self._memo[key] = compute()
@@ -225,17 +230,15 @@ class Profiles:
 
     # -- listings ---------------------------------------------------------------------------------
     def jobs(self, profiler: str | None = None) -> pa.Table:
-        return queries.run_named(
-            self.connection(), "list_jobs", {"profiler": _profiler(profiler), "source_prefix": self.source_prefix}
-        )
+        return self._run("list_jobs", {"profiler": _profiler(profiler), "source_prefix": self.source_prefix})
 
     def batches(self) -> pa.Table:
         """Ingest runs, newest first (queries/list_batches.sql)."""
-        return queries.run_named(self.connection(), "list_batches", {})
+        return self._run("list_batches", {})
 
     def errors(self, kind: str | None = None) -> pa.Table:
         """The quarantine, newest failure first (queries/list_errors.sql)."""
-        return queries.run_named(self.connection(), "list_errors", {"error_kind": kind})
+        return self._run("list_errors", {"error_kind": kind})
 
     def job_ids(self) -> list[str]:
         return list(self._memoised(("job_ids", self.source_prefix), lambda: self.jobs()["job_id"].to_pylist()))
@@ -244,7 +247,7 @@ class Profiles:
         self, *, job: str | Sequence[str] | None = None, all_jobs: bool = False, profiler: str | None = None
     ) -> list[str]:
         scope = self.scope(job=job, all_jobs=all_jobs, node=None, profiler=profiler, default_profiler=False)
-        return queries.run_named(self.connection(), "list_node_ids", scope.params())["node_id"].to_pylist()
+        return self._run("list_node_ids", scope.params())["node_id"].to_pylist()
 
     def list_profile_stats(
         self,
@@ -259,7 +262,7 @@ class Profiles:
 
     def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
         """The intervals a selection query picks (it returns their rowids), in the query's order."""
-        rows = queries.run_named(self.connection(), query, params)["interval_row"]
+        rows = self._run(query, params)["interval_row"]
         return self._intervals().take(rows)
 
     def _intervals(self) -> pa.Table:
@@ -282,7 +285,6 @@ class Profiles:
         default_profiler: bool = True,
     ) -> Scope:
         """Resolve job, node and profiler as the CLI and API document them."""
-        con = self.connection()
         known_jobs = self.job_ids()
         if job is not None:
             wanted = [job] if isinstance(job, str) else list(job)
@@ -301,7 +303,7 @@ class Profiles:
         prefix = self.source_prefix
         summary = self._memoised(
             ("scope", tuple(job_ids or ()), prefix),
-            lambda: queries.run_named(con, "scope", {"job_ids": job_ids, "node_id": None, "source_prefix": prefix}).to_pylist(),
+            lambda: self._run("scope", {"job_ids": job_ids, "node_id": None, "source_prefix": prefix}).to_pylist(),
         )
         by_profiler = {row["profiler"]: row for row in summary}
         if profiler is None and default_profiler:
@@ -316,8 +318,8 @@ class Profiles:
             else:
                 known_nodes = self._memoised(
                     ("nodes", tuple(job_ids or ()), prefix),
-                    lambda: queries.run_named(
-                        con, "list_node_ids", {"job_ids": job_ids, "node_id": None, "profiler": None, "source_prefix": prefix}
+                    lambda: self._run(
+                        "list_node_ids", {"job_ids": job_ids, "node_id": None, "profiler": None, "source_prefix": prefix}
                     )["node_id"].to_pylist(),
                 )
                 if node not in known_nodes:
@@ -378,7 +380,7 @@ class Profiles:
         return FetchResult(method, profiler, scope, intervals, table, group_by, self, rollup_params, edge_table)
 
     def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
-        return queries.run_named(self.connection(), *self._rollup_query(selection, rollup, params))
+        return self._run(*self._rollup_query(selection, rollup, params))
 
     def _rollup_aside(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> Future[pa.Table] | None:
         """``_rollup`` on the second cursor's thread. DuckDB releases the GIL while it runs a query, so

@@ -1,0 +1,147 @@
+"""A store's committed snapshot as Spark tables, and the generated Spark SQL run over them.
+
+    >>> from proflake.spark import register
+    >>> register(spark, "s3://bucket/proflake-store")      # temp views: intervals, function_stats, ...
+    >>> spark.sql("SELECT * FROM top_functions WHERE rank <= 10").show()
+
+Spark reads the Parquet files the Delta log lists for the current version (``DeltaTable.file_uris()``),
+so no delta-spark jar is needed (it is fetched from Maven at run time, which offline clusters cannot do).
+That file list is the table exactly while the table has no deletion vectors, which proflake never writes
+(deltalake's deletes rewrite files); a table that has them is refused rather than read wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from proflake.errors import QueryError, StoreError
+from proflake.resources import resource_dir
+from proflake.schema import ALL_TABLES, table_spec
+from proflake.store.store import FACT_TABLES, Store, raw_view
+from proflake.views import VIEWS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# schemas/*.json types in Spark SQL (the same lossless set every Delta reader maps; schema.py).
+SPARK_TYPES = {"string": "STRING", "int64": "BIGINT", "float64": "DOUBLE", "bool": "BOOLEAN", "timestamp": "TIMESTAMP"}
+_PARAMETER = re.compile(r"(?<![\w:'])[:]([A-Za-z_][A-Za-z0-9_]*)")
+_STATEMENT_END = re.compile(r";\n(?=\n|$)")
+
+
+def spark_schema(name: str) -> str:
+    """The table's declared columns as a Spark DDL schema string."""
+    return ", ".join(
+        f"`{c.name}` {SPARK_TYPES[c.type_name]}" + ("" if c.nullable else " NOT NULL") for c in table_spec(name).columns
+    )
+
+
+def spark_query_text(name: str) -> str:
+    """queries/spark/<name>.sql: the Spark SQL generated from queries/<name>.sql (proflake.spark.sqlgen)."""
+    path = resource_dir("queries") / "spark" / f"{name}.sql"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise QueryError(f"proflake has no Spark version of the query {name!r}") from None
+
+
+def spark_uri(uri: str, s3_scheme: str) -> str:
+    """A file URI as Spark's Hadoop file systems name it: s3:// (EMR, Databricks, Glue) or s3a://."""
+    return s3_scheme + uri[len("s3://") :] if uri.startswith("s3://") else uri
+
+
+def committed_files(store: Store, name: str) -> list[str]:
+    """The Parquet files of the table's current version, refusing a table with deletion vectors."""
+    try:
+        delta = store.delta(name)
+    except StoreError:
+        if name in ("phase_function_stats", "phase_function_callers"):
+            return []  # a store written before the derived tables existed: empty until the next ingest
+        raise
+    features = delta.protocol().reader_features or []
+    if "deletionVectors" in features:
+        raise StoreError(
+            f"table {name!r} of the store at {store.location!r} uses deletion vectors, which a plain "
+            "file list cannot apply; read it with delta-spark, or rewrite it with 'proflake compact'"
+        )
+    return delta.file_uris()
+
+
+def register(
+    spark: SparkSession,
+    store: Store | str,
+    *,
+    s3_scheme: str = "s3://",
+    cache_intervals: bool = True,
+) -> dict[str, int]:
+    """Register the store's committed snapshot in ``spark`` as temporary views, under the names the
+    DuckDB side uses: every table (fact tables as ``function_stats``, live rows only, and
+    ``_function_stats_all``, every committed row), ``manifest``, ``batch_runs`` and the convenience
+    views of queries/views.sql. Returns table -> number of files read.
+
+    ``s3_scheme``: how the cluster names S3 (``s3://`` on EMR, Glue and Databricks; ``s3a://`` on plain
+    Hadoop with hadoop-aws). ``cache_intervals``: keep the intervals table (one row per stats file,
+    read by every question) in Spark's memory.
+    """
+    store = store if isinstance(store, Store) else Store(store)
+    store.require()
+    files: dict[str, int] = {}
+    for name in ALL_TABLES:
+        uris = [spark_uri(u, s3_scheme) for u in committed_files(store, name)]
+        files[name] = len(uris)
+        frame = _read(spark, name, uris)
+        if name == "intervals" and cache_intervals:
+            frame = frame.cache()
+        frame.createOrReplaceTempView(raw_view(name) if name in FACT_TABLES else name)
+    for name in FACT_TABLES:
+        spark.sql(
+            f"CREATE OR REPLACE TEMPORARY VIEW {name} AS SELECT * FROM {raw_view(name)} "
+            "WHERE interval_id IN (SELECT interval_id FROM intervals)"
+        )
+    spark.sql(
+        "CREATE OR REPLACE TEMPORARY VIEW manifest AS SELECT source_uri, source_size, source_version, html_uri, "
+        "interval_id, batch_id, ingested_at FROM intervals"
+    )
+    spark.sql("CREATE OR REPLACE TEMPORARY VIEW batch_runs AS " + _body(spark_query_text("list_batches")))
+    for statement in statements(spark_query_text("views")):
+        spark.sql(statement)
+    return files
+
+
+def registered_views() -> list[str]:
+    """The convenience views ``register`` defines (the view contract of proflake.views)."""
+    return [v.name for v in VIEWS]
+
+
+def _read(spark: SparkSession, name: str, uris: list[str]) -> DataFrame:
+    schema = spark_schema(name)
+    if not uris:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*uris)
+
+
+def statements(text: str) -> list[str]:
+    """The statements of a generated file (each ends with ';' at the end of a line, then a blank line)."""
+    return [s.strip() for s in _STATEMENT_END.split(_body(text)) if s.strip()]
+
+
+def _body(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("--")).strip()
+
+
+def run(spark: SparkSession, name: str, params: dict[str, Any]) -> pa.Table:
+    """Run queries/spark/<name>.sql with exactly the parameters it names, bound by Spark (never pasted)."""
+    text = _body(spark_query_text(name))
+    wanted = list(dict.fromkeys(_PARAMETER.findall(text)))
+    missing = [p for p in wanted if p not in params]
+    if missing:
+        raise QueryError(f"query needs parameter(s) {', '.join('$' + n for n in missing)}")
+    try:
+        return spark.sql(text, args={p: params[p] for p in wanted}).toArrow()
+    except Exception as e:  # pyspark raises its own AnalysisException etc.; say it in one line
+        if type(e).__module__.startswith("pyspark"):
+            raise QueryError(f"Spark could not run {name}: {str(e).strip().splitlines()[0]}") from e
+        raise

@@ -1,0 +1,173 @@
+"""proflake on Spark: the generated Spark SQL is current, and every fetch method, listing and convenience
+view answered on a local[2] Spark equals DuckDB's answer over the same store.
+
+The Spark tests share one SparkSession (the ``spark`` fixture, tests/helpers/sparkenv.py) and one store, built
+once per module: a job with both profilers, two nodes and a damaged file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from helpers.profiles import SEMANTIC_INTERVALS, JobBuilder
+from proflake import Profiles, ingest
+from proflake.query.profiles import FETCH_METHODS
+from proflake.spark import sqlgen
+from proflake.views import VIEWS
+
+REL = 1e-12
+
+
+# -- the generated SQL ------------------------------------------------------------------------------------
+def test_generated_spark_sql_is_current():
+    """Regenerates every queries/spark/*.sql from its DuckDB source: a change to a DuckDB query that was
+    not regenerated (python -m proflake.spark.sqlgen) fails here."""
+    pytest.importorskip("sqlglot")
+    folder = sqlgen.spark_folder()
+    fresh = sqlgen.generated()
+    assert sorted(p.stem for p in folder.glob("*.sql")) == sorted(fresh)
+    for name, text in fresh.items():
+        assert (folder / f"{name}.sql").read_text(encoding="utf-8") == text, f"queries/spark/{name}.sql is stale"
+
+
+def test_every_fetch_query_has_a_spark_version():
+    needed = {*FETCH_METHODS, "scope", "list_jobs", "list_node_ids", "list_profile_stats", "list_errors",
+              "list_batches", "rollup_cprofile", "rollup_callers", "rollup_pyinstrument", "call_tree", "views"}
+    assert needed <= set(sqlgen.SPARK_QUERIES)
+
+
+def test_rules_rewrite_what_spark_lacks():
+    """No DuckDB-only construct survives in the generated files."""
+    for path in sqlgen.spark_folder().glob("*.sql"):
+        body = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("--")).upper()
+        for construct in (r"\$", r"\bROWID\b", r"\bLIST_POSITION\(", r"\bQUALIFY\b", r"\bIN_SCOPE\(", r"\bSTEP_END\(",
+                          r"\bSORT_VALUE\(", r"\bMODE_RANK\(", r"\b_\w+_IN\(", r"\bLISTAGG\b", r"\bSTRING_AGG\b",
+                          r"\bEPOCH\(", r"\bUNIX_TIMESTAMP\("):
+            assert not re.search(construct, body), (path.name, construct)
+
+
+# -- the same answers on Spark --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> tuple[Profiles, Path]:
+    base = tmp_path_factory.mktemp("spark-corpus")
+    job = JobBuilder(base / "jobs" / "semantic")
+    for node, name, workload in SEMANTIC_INTERVALS.values():
+        job.cprofile(node, name, workload)
+    for node, name in (("algo-1", "train-1-stepstart-3000_train-1-stepend-4000"),
+                       ("algo-2", "train-2-stepstart-4150_train-2-stepend-4950")):
+        job.pyinstrument(node, name)
+    damaged = job.stats_dir("cprofile", "algo-2", "train-3-stepstart-6000_train-3-stepend-7000")
+    damaged.mkdir(parents=True)
+    (damaged / "python_stats").write_bytes(b"\x00not marshal")
+    store = base / "store"
+    report = ingest(str(base / "jobs"), str(store))
+    assert report.new_intervals == len(SEMANTIC_INTERVALS) + 2 and len(report.failed) == 1
+    return Profiles(str(store)), store
+
+
+@pytest.fixture(scope="module")
+def spark_profiles(stores, spark):
+    from proflake.spark import SparkProfiles
+
+    return SparkProfiles(spark, str(stores[1]))
+
+
+def assert_same_table(actual: pa.Table, expected: pa.Table, *, ordered: bool = True) -> None:
+    """Same columns, same rows; floats within REL (two engines sum in different orders)."""
+    assert actual.column_names == expected.column_names
+    a, e = actual.to_pylist(), expected.to_pylist()
+    if not ordered:
+        a, e = sorted(a, key=_row_key), sorted(e, key=_row_key)
+    assert len(a) == len(e)
+    for row_a, row_e in zip(a, e):
+        for column in expected.column_names:
+            x, y = row_a[column], row_e[column]
+            if isinstance(y, float) and isinstance(x, float):
+                assert x == pytest.approx(y, rel=REL, abs=1e-15) or (math.isnan(x) and math.isnan(y)), column
+            else:
+                assert x == y, (column, x, y)
+
+
+def _row_key(row: dict) -> tuple:
+    return tuple((v is None, str(v) if not isinstance(v, float) else f"{v:.9e}") for v in row.values())
+
+
+CASES = [
+    ("by_time", {"start_time_s": 0.0025, "end_time_s": 0.0045}),
+    ("by_step", {"start_step": 1, "end_step": 2}),
+    ("by_step", {"start_step": "*", "end_step": "*"}),
+    ("between_modes", {"start_mode": "train", "end_mode": "eval"}),
+    ("pre_step_zero", {}),
+    ("post_hook_close", {}),
+    ("by_training_phase", {}),
+    ("by_job_phase", {}),
+]
+
+
+@pytest.mark.integration
+def test_cases_cover_every_fetch_method():
+    assert {method for method, _ in CASES} == set(FETCH_METHODS)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("profiler", ["cprofile", "pyinstrument"])
+@pytest.mark.parametrize("method, arguments", CASES)
+def test_every_fetch_method_equals_duckdb(stores, spark_profiles, method, arguments, profiler):
+    native = stores[0]
+    for scope in ({"node": "all"}, {"node": "algo-1", "per_node": True, "top": 3, "sort": "tottime"}):
+        expected = native.fetch(method, profiler=profiler, **scope, **arguments)
+        actual = spark_profiles.fetch(method, profiler=profiler, **scope, **arguments)
+        assert actual.intervals["interval_id"].to_pylist() == expected.intervals["interval_id"].to_pylist()
+        assert actual.group_by == expected.group_by and actual.groups() == expected.groups()
+        assert_same_table(actual.table, expected.table)
+        if profiler == "cprofile":
+            assert_same_table(actual.callers(), expected.callers(), ordered=False)
+            assert len(actual.to_pstats().stats) == len(expected.to_pstats().stats)
+        else:
+            assert_same_table(actual.call_tree(), expected.call_tree())
+
+
+@pytest.mark.integration
+def test_listings_equal_duckdb(stores, spark_profiles):
+    native = stores[0]
+    assert_same_table(spark_profiles.jobs(), native.jobs())
+    assert_same_table(spark_profiles.jobs("pyinstrument"), native.jobs("pyinstrument"))
+    assert spark_profiles.nodes() == native.nodes()
+    assert_same_table(spark_profiles.list_profile_stats(), native.list_profile_stats())
+    assert_same_table(spark_profiles.errors(), native.errors())
+    assert spark_profiles.errors().num_rows == 1
+    assert_same_table(spark_profiles.batches(), native.batches())
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("view", [v.name for v in VIEWS if not v.catalog_only])
+def test_views_equal_duckdb(stores, spark_profiles, view):
+    native, _ = stores
+    expected = native.sql(f"SELECT * FROM {view}")
+    actual = spark_profiles.sql(f"SELECT * FROM {view}")
+    assert expected.num_rows > 0, view
+    assert_same_table(actual, expected, ordered=False)
+
+
+@pytest.mark.integration
+def test_a_store_with_deletion_vectors_is_refused(stores, tmp_path):
+    """The file list is the table only without deletion vectors: such a table is refused, not misread."""
+    from deltalake import DeltaTable
+
+    from proflake.errors import StoreError
+    from proflake.spark.tables import committed_files
+    from proflake.store.store import Store
+
+    copy = tmp_path / "store"
+    shutil.copytree(stores[1], copy)
+    DeltaTable(str(copy / "batches")).alter.add_feature("deletion_vectors", allow_protocol_versions_increase=True)
+    with pytest.raises(StoreError, match="deletion vectors"):
+        committed_files(Store(str(copy)), "batches")
+    assert committed_files(Store(str(copy)), "intervals")
+
