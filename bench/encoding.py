@@ -80,14 +80,19 @@ def _spark_reads(files: dict[str, dict[str, list[str]]]) -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("OFF")
     for encoding, tables in files.items():
         for name, paths in tables.items():
             if not paths:
                 continue
             try:
-                rows = spark.read.parquet(*paths).selectExpr(_SUMS[name]).collect()
+                rows = spark.read.parquet(*paths).selectExpr(*_SUMS[name].split(", ")).collect()
                 print(f"Spark default reader, {name} {encoding}: read, sums {tuple(rows[0])}")
             except Exception as e:  # the answer here is whether it fails, and how
                 print(f"Spark default reader, {name} {encoding}: FAILS: {str(e).strip().splitlines()[0][:160]}")

@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "etl" / "proflake"
 # and must not import each other (they are independent).
 LAYERS: list[tuple[str, ...]] = [
     ("cli",),
+    ("spark",),
     ("capture",),
     ("smdebug",),
     ("render",),

@@ -158,7 +158,7 @@ def test_views_equal_duckdb(stores, spark_profiles, view):
 @pytest.mark.integration
 def test_a_store_with_deletion_vectors_is_refused(stores, tmp_path):
     """The file list is the table only without deletion vectors: such a table is refused, not misread."""
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable, TableFeatures
 
     from proflake.errors import StoreError
     from proflake.spark.tables import committed_files
@@ -166,8 +166,46 @@ def test_a_store_with_deletion_vectors_is_refused(stores, tmp_path):
 
     copy = tmp_path / "store"
     shutil.copytree(stores[1], copy)
-    DeltaTable(str(copy / "batches")).alter.add_feature("deletion_vectors", allow_protocol_versions_increase=True)
+    DeltaTable(str(copy / "batches")).alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
     with pytest.raises(StoreError, match="deletion vectors"):
         committed_files(Store(str(copy)), "batches")
     assert committed_files(Store(str(copy)), "intervals")
 
+
+
+def test_a_store_written_with_byte_stream_split_times_still_reads(tmp_path, monkeypatch):
+    """Stores written before the time columns became PLAIN hold BYTE_STREAM_SPLIT files: a store that
+    mixes both answers like pstats (and `proflake compact` rewrites the old files PLAIN)."""
+    import pyarrow.parquet as pq
+    from deltalake import ColumnProperties, WriterProperties
+
+    from helpers.profiles import assert_same_pstats, pstats_of
+    from proflake.ingestion import batch
+    from proflake.store import store as store_module
+
+    current = store_module.WRITER_PROPERTIES
+    old = WriterProperties(
+        compression="ZSTD",
+        compression_level=3,
+        max_row_group_size=current.max_row_group_size,
+        write_batch_size=current.write_batch_size,
+        column_properties={
+            c: ColumnProperties(encoding="BYTE_STREAM_SPLIT", dictionary_enabled=False) for c in current.column_properties
+        },
+    )
+    job = JobBuilder(tmp_path / "jobs" / "semantic")
+    first = job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
+    with monkeypatch.context() as patch:
+        patch.setattr(batch, "WRITER_PROPERTIES", old)
+        patch.setattr(store_module, "WRITER_PROPERTIES", old)
+        ingest(str(tmp_path / "jobs"), str(tmp_path / "store"))
+    second = job.cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
+    ingest(str(tmp_path / "jobs"), str(tmp_path / "store"))
+    encodings = {
+        enc
+        for path in (tmp_path / "store" / "function_stats").glob("*.parquet")
+        for enc in pq.read_metadata(path).row_group(0).column(pq.read_schema(path).get_field_index("tottime")).encodings
+    }
+    assert {"BYTE_STREAM_SPLIT", "PLAIN"} <= encodings
+    result = Profiles(str(tmp_path / "store")).by_step(0, 1)
+    assert_same_pstats(result.to_pstats().stats, pstats_of([first, second]))
