@@ -56,6 +56,10 @@ def run_demo(store: Store, out: Path, *, stdout: Callable[[str], None], stderr: 
     show("The train -> eval switch on algo-1", f"proflake fetch between-modes train eval --job {job_id} --node algo-1 --top 3", modes)
     sampled = profiles.by_step(0, 3, **scope, profiler="pyinstrument", top=5).table.select(["function", "self_time", "total_time"])
     show("pyinstrument: train steps 0-3, top 5", f"proflake fetch by-step 0 3 --job {job_id} --profiler pyinstrument --top 5", sampled)
+    page = out.with_name(out.name + "-report.html")
+    profiles.report(job=job_id).write(page)
+    stdout(f"\n== An HTML report of the whole job (open it in a browser)\n$ proflake report job --job {job_id} --out {page}\n")
+    stdout(f"wrote {page}")
     stdout(f"\nNext: proflake sql \"SELECT node_id, count(*) FROM intervals GROUP BY ALL\" --store {store.location}")
 
 

@@ -143,6 +143,33 @@ class FetchResult:
         self._require("pyinstrument", "call trees")
         return self._profiles._rollup(self.intervals, "call_tree", self._selection_params)
 
+    def report(self, *, flame_budget: int = 2000):  # -> proflake.render.report.Report
+        """The HTML report of this selection (see docs/report.md); ``.write(path)`` saves it."""
+        # Through the package's lazy exports: the report is built by the render layer, above this one.
+        import proflake
+
+        return proflake.build_report(self, flame_budget=flame_budget)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the result as a table (its first 20 rows) under a one-line summary."""
+        import html
+
+        rows = self.table.slice(0, 20).to_pylist()
+        names = self.table.column_names
+
+        def cell(v: Any) -> str:
+            text = f"{v:.6f}" if isinstance(v, float) else "" if v is None else str(v)
+            return html.escape(text)
+
+        head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+        body = "".join("<tr>" + "".join(f"<td>{cell(r[n])}</td>" for n in names) + "</tr>" for r in rows)
+        more = f", first {len(rows)} shown" if self.table.num_rows > len(rows) else ""
+        summary = (
+            f"{html.escape(self.method)}: {self.profiler}, {self.intervals.num_rows} interval(s), "
+            f"{self.table.num_rows} row(s){more}"
+        )
+        return f"<div><p><b>proflake</b> {summary}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
     def _require(self, profiler: str, what: str) -> None:
         if self.profiler != profiler:
             raise UsageError(f"{what} exist only for {profiler} results; this result is {self.profiler}")
@@ -455,6 +482,10 @@ class Profiles:
 
     def by_job_phase(self, **scope: Any) -> FetchResult:
         return self.fetch("by_job_phase", **scope)
+
+    def report(self, method: str = "by_job_phase", *, flame_budget: int = 2000, **selection: Any):
+        """The HTML report of a selection (default: every interval of the job), as ``fetch`` selects it."""
+        return self.fetch(method, **selection).report(flame_budget=flame_budget)
 
     def sql(self, query: str, params: dict[str, Any] | None = None) -> pa.Table:
         """Ad hoc SQL over the store's tables and convenience views (intervals, function_stats,

@@ -1,0 +1,125 @@
+"""Report benchmark: generation time and file size of `proflake report` (and the exports) on a corpus.
+
+    python -m bench.report_bench --files 10000                # builds the corpus (bench.corpus) and a store
+    python -m bench.report_bench --corpus DIR --store DIR     # reuse both
+
+For each selection (the whole job, one train step, a 100-step range; each for cProfile and pyinstrument)
+it times ``FetchResult.report()`` end to end (the roll-ups, the call tree, the JSON and the page) in this
+process, warm (after one untimed call), the median of ``--repeats``, and writes the page to measure its
+size; the exports are timed the same way. The fetch of the same selection is timed alongside as the
+baseline a report is compared with: ``x fetch`` is report time / fetch time in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # python bench/report_bench.py
+    sys.path.insert(0, str(ROOT))
+
+
+def _median_seconds(call, repeats: int) -> float:
+    call()  # warm: DuckDB's caches, the intervals' Arrow copy
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def measure(store: str, repeats: int, out_dir: Path) -> list[dict]:
+    from proflake import Profiles
+    from proflake.render.exports import renderer
+
+    profiles = Profiles(store)
+    selections = [
+        ("whole job", "by_job_phase", {}),
+        ("train step 5", "by_step", {"start_step": 5}),
+        ("train steps 100-199", "by_step", {"start_step": 100, "end_step": 199}),
+    ]
+    rows = []
+    for profiler in ("cprofile", "pyinstrument"):
+        for label, method, arguments in selections:
+            result = profiles.fetch(method, profiler=profiler, **arguments)
+            if result.empty:
+                continue
+            fetch_s = _median_seconds(lambda: profiles.fetch(method, profiler=profiler, **arguments), repeats)
+            report_s = _median_seconds(lambda: result.report(), repeats)
+            report = result.report()
+            path = report.write(out_dir / f"{profiler}-{method}-{len(rows)}.html")
+            row = {
+                "profiler": profiler,
+                "selection": label,
+                "intervals": result.intervals.num_rows,
+                "fetch_s": fetch_s,
+                "report_s": report_s,
+                "report_bytes": path.stat().st_size,
+                "flame_nodes": report.data["flame"]["nodes"],
+                "functions_listed": len(report.data["functions"]),
+            }
+            for fmt in ("speedscope", "collapsed"):
+                r = renderer(fmt)
+                row[f"{fmt}_s"] = _median_seconds(lambda: r.render(result), repeats)
+                row[f"{fmt}_bytes"] = len(r.render(result))
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = [
+        "| profiler | selection | intervals | fetch s | report s | x fetch | report MB | flame nodes | speedscope s | speedscope MB | collapsed s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['profiler']} | {r['selection']} | {r['intervals']:,} | {r['fetch_s']:.3f} | {r['report_s']:.2f} | "
+            f"{r['report_s'] / r['fetch_s']:.1f} | {r['report_bytes'] / 1e6:.2f} | {r['flame_nodes']:,} | "
+            f"{r['speedscope_s']:.2f} | {r['speedscope_bytes'] / 1e6:.2f} | {r['collapsed_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10000, help="cProfile files of the corpus to build (default 10000)")
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--corpus", type=Path, help="an existing bench.corpus folder (skips building one)")
+    parser.add_argument("--store", type=Path, help="an existing store of that corpus (skips the ingest)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="where the reports are written (default: a temp folder)")
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args(argv)
+
+    from bench import corpus as corpus_module
+    from proflake import ingest
+
+    work = Path(tempfile.mkdtemp(prefix="proflake-report-bench-"))
+    corpus = args.corpus or work / "corpus"
+    if args.corpus is None:
+        corpus_module.generate(corpus, files=args.files, nodes=args.nodes, log=lambda m: print(m, file=sys.stderr))
+    store = args.store or work / "store"
+    if args.store is None:
+        started = time.perf_counter()
+        ingest(str(corpus / corpus_module.JOB_NAME), str(store))
+        print(f"ingested in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    out = args.out or work / "reports"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = measure(str(store), args.repeats, out)
+    print(markdown(rows))
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"corpus": str(corpus), "store": str(store), "rows": rows}, indent=1))
+    print(f"reports in {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""Assemble the report page: the template, its style and script (static/), and the data as JSON."""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from proflake.errors import ProflakeError
+from proflake.render.report.data import FLAME_BUDGET, report_data
+
+if TYPE_CHECKING:
+    from proflake.query.profiles import FetchResult
+
+
+@cache
+def _static(name: str) -> str:
+    return files("proflake.render.report").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _json_for_script(data: dict[str, Any]) -> str:
+    """JSON that cannot end its <script> element early: every '<' is written as \\u003c."""
+    text = json.dumps(data, allow_nan=False, separators=(",", ":"), default=str)
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def render_html(data: dict[str, Any]) -> str:
+    page = _static("report.html")
+    # Replace the data last: it is the only part that comes from profiles.
+    for marker, text in (("/*CSS*/", _static("report.css")), ("/*JS*/", _static("report.js")), ("/*DATA*/", _json_for_script(data))):
+        before, found, after = page.partition(marker)
+        if not found:
+            raise AssertionError(f"report.html lacks {marker}")
+        page = before + text + after
+    return page
+
+
+class Report:
+    """An HTML report: ``html`` is the whole page, ``data`` what it shows; ``write`` saves it."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.html = render_html(data)
+
+    def write(self, path: str | Path) -> Path:
+        target = Path(path)
+        try:
+            target.write_text(self.html, encoding="utf-8")
+        except OSError as e:
+            raise ProflakeError(f"cannot write the report to {str(target)!r}: {e.strerror}") from e
+        return target
+
+    def _repr_html_(self) -> str:
+        # An iframe keeps the page's script and style apart from the notebook's.
+        return f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:720px;border:1px solid #ddd"></iframe>'
+
+    def __repr__(self) -> str:
+        return f"<proflake Report: {self.data['meta']['method']}, {self.data['overview']['intervals']} intervals, {len(self.html):,} bytes>"
+
+
+def build_report(result: FetchResult, *, flame_budget: int = FLAME_BUDGET) -> Report:
+    """The report of ``result``'s selection (its intervals; grouping and --top do not matter)."""
+    return Report(report_data(result, flame_budget=flame_budget))

@@ -1,0 +1,420 @@
+/* proflake report: draws the sections from the JSON document embedded in the page (#proflake-data).
+   Plain DOM and SVG, no library, no network: every number comes from the embedded data, which proflake
+   computed with the fetch methods' SQL. Text from the data is only ever set with textContent. */
+(function () {
+  "use strict";
+  var D = JSON.parse(document.getElementById("proflake-data").textContent);
+  var SVG = "http://www.w3.org/2000/svg";
+
+  // -- helpers ---------------------------------------------------------------------------------------
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function svg(tag, attrs) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    return e;
+  }
+  function $(id) { return document.getElementById(id); }
+  function sec(x) {
+    if (x === null || x === undefined) return "";
+    var a = Math.abs(x);
+    if (a === 0) return "0";
+    if (a >= 100) return x.toFixed(1);
+    if (a >= 1) return x.toFixed(3);
+    return x.toFixed(6);
+  }
+  function short(x) { return x === 0 ? "0" : Number(x.toPrecision(3)).toString(); }
+  function int(x) { return x === null || x === undefined ? "" : Number(x).toLocaleString("en-US"); }
+  function pct(x, t) { return t > 0 ? (100 * x / t).toFixed(1) + "%" : ""; }
+  function bytes(n) {
+    var u = ["B", "KB", "MB", "GB", "TB"], i = 0;
+    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+    return n.toFixed(i ? 1 : 0) + " " + u[i];
+  }
+  function card(parent, k, v) {
+    var c = el("div", { class: "card" });
+    c.appendChild(el("div", { class: "k" }, k));
+    c.appendChild(el("div", { class: "v" }, v));
+    parent.appendChild(c);
+  }
+  var tip = el("div", { class: "tip", id: "tip" });
+  document.body.appendChild(tip);
+  function showTip(ev, text) {
+    tip.textContent = text; tip.style.display = "block";
+    var x = Math.min(ev.clientX + 14, window.innerWidth - tip.offsetWidth - 8);
+    tip.style.left = x + "px"; tip.style.top = (ev.clientY + 14) + "px";
+  }
+  function hideTip() { tip.style.display = "none"; }
+  function hue(text) { // stable warm colour per name, flame-graph style
+    var h = 0;
+    for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) | 0;
+    var r = Math.abs(h);
+    return "hsl(" + (10 + r % 40) + "," + (65 + (r >> 8) % 25) + "%," + (58 + (r >> 16) % 14) + "%)";
+  }
+  function heat(t) { // 0..1 -> pale yellow .. red
+    var r = 255, g = Math.round(245 - 190 * t), b = Math.round(200 - 180 * t);
+    return "rgb(" + r + "," + g + "," + b + ")";
+  }
+  function simpleTable(columns, rows, numeric) {
+    var t = el("table"), tr = el("tr");
+    columns.forEach(function (c, i) { tr.appendChild(el("th", numeric[i] ? { class: "num" } : {}, c)); });
+    var head = el("thead"); head.appendChild(tr); t.appendChild(head);
+    var body = el("tbody");
+    rows.forEach(function (r) {
+      var row = el("tr");
+      r.forEach(function (v, i) { row.appendChild(el("td", numeric[i] ? { class: "num" } : {}, v)); });
+      body.appendChild(row);
+    });
+    t.appendChild(body);
+    return t;
+  }
+
+  // -- header ----------------------------------------------------------------------------------------
+  var M = D.meta, O = D.overview;
+  var title = (O.jobs.map(function (j) { return j.job_id; }).join(", ") || "proflake") + " — " + M.method.replace(/_/g, "-");
+  document.title = "proflake report: " + title;
+  $("title").textContent = title;
+  var args = Object.keys(M.arguments).map(function (k) { return k + "=" + M.arguments[k]; }).join(", ");
+  $("subtitle").textContent = "selection: " + M.method.replace(/_/g, "-") + (args ? " (" + args + ")" : "") +
+    (M.node ? ", node " + M.node : "") + " · profiler " + M.profiler + " · generated " + M.generated_at + " by proflake " + M.proflake;
+
+  // -- overview --------------------------------------------------------------------------------------
+  (function () {
+    var box = $("overview-body"), cards = el("div", { class: "cards" });
+    card(cards, "job", O.jobs.map(function (j) { return j.job_id; }).join(", ") || "—");
+    card(cards, "framework", Array.from(new Set(O.jobs.map(function (j) { return j.framework; }))).join(", ") || "—");
+    card(cards, "profiler shown", O.profiler);
+    card(cards, "profilers in store", O.profilers.map(function (p) { return p.profiler + " (" + int(p.intervals) + ")"; }).join(", ") || "—");
+    card(cards, "nodes", O.nodes.length + ": " + O.nodes.join(", "));
+    card(cards, "intervals", int(O.intervals) + (O.empty_intervals ? " (" + int(O.empty_intervals) + " empty)" : ""));
+    card(cards, "stats files", bytes(O.bytes));
+    card(cards, "time span", sec(O.span_seconds) + " s");
+    box.appendChild(cards);
+    box.appendChild(el("p", { class: "note" }, "from " + (O.start || "—") + " to " + (O.end || "—") + " (UTC)"));
+    box.appendChild(el("h3", {}, "Steps and modes"));
+    box.appendChild(simpleTable(["mode", "profiled steps", "first", "last"],
+      O.modes.map(function (m) { return [m.mode, int(m.steps), m.first_step, m.last_step]; }), [0, 1, 1, 1]));
+    box.appendChild(el("h3", {}, "What the store does not have"));
+    var g = O.gaps, q = O.quarantine;
+    box.appendChild(el("p", { class: g.missing_steps ? "warn" : "note", id: "gaps-line" },
+      g.missing_steps ? int(g.missing_steps) + " step(s) missing inside the profiled ranges" :
+        "no missing steps inside the profiled ranges (a regular stride, e.g. every 10th step, is the profiler's setting)"));
+    if (g.listed.length) box.appendChild(simpleTable(["node", "mode", "missing steps", "count"],
+      g.listed.map(function (x) { return [x.node_id, x.mode, x.missing_steps, int(x.count)]; }), [0, 0, 0, 1]));
+    box.appendChild(el("p", { class: q.files ? "warn" : "note", id: "quarantine-line" },
+      q.files ? int(q.files) + " stats file(s) of this job are quarantined (proflake errors)" : "no quarantined stats files for this job"));
+    if (q.listed.length) box.appendChild(simpleTable(["file", "kind", "why"],
+      q.listed.map(function (x) { return [x.source_uri, x.error_kind, x.message]; }), [0, 0, 0]));
+  })();
+
+  // -- step timeline ---------------------------------------------------------------------------------
+  (function () {
+    var rows = D.steps.rows, box = $("timeline-body");
+    if (!rows.length) { box.appendChild(el("p", { class: "note" }, "No single-step intervals in this selection.")); return; }
+    var modes = Array.from(new Set(rows.map(function (r) { return r[1]; })));
+    var ctl = el("div", { class: "controls" }), pick = el("select", { id: "timeline-mode" });
+    modes.forEach(function (m) { pick.appendChild(el("option", { value: m }, m)); });
+    ctl.appendChild(el("span", {}, "mode")); ctl.appendChild(pick); box.appendChild(ctl);
+    var area = el("div"); box.appendChild(area);
+    function draw() {
+      area.textContent = "";
+      var mode = pick.value, sel = rows.filter(function (r) { return r[1] === mode; });
+      var nodes = Array.from(new Set(sel.map(function (r) { return r[0]; }))).sort();
+      var steps = Array.from(new Set(sel.map(function (r) { return r[2]; }))).sort(function (a, b) { return a - b; });
+      var maxCols = 400, bucket = Math.max(1, Math.ceil(steps.length / maxCols));
+      var cols = Math.ceil(steps.length / bucket), index = {};
+      steps.forEach(function (s, i) { index[s] = Math.floor(i / bucket); });
+      // cell = slowest wall time of the node's steps in the bucket (a straggler must stand out)
+      var cell = {}, maxWall = 0;
+      sel.forEach(function (r) {
+        var k = r[0] + "|" + index[r[2]];
+        if (!(k in cell) || r[3] > cell[k].w) cell[k] = { w: r[3], s: r[2] };
+        maxWall = Math.max(maxWall, r[3]);
+      });
+      if (bucket > 1) area.appendChild(el("p", { class: "note" }, steps.length + " steps: one column per " + bucket + " steps, showing the slowest"));
+      // line chart: wall time per step, one line per node
+      var W = 1100, H = 220, L = 80, B = 28, T = 10, R = 120;
+      var s1 = svg("svg", { viewBox: "0 0 " + W + " " + H, width: "100%", id: "timeline-chart", role: "img" });
+      var x = function (i) { return L + (cols > 1 ? i * (W - L - R) / (cols - 1) : (W - L - R) / 2); };
+      var y = function (w) { return T + (H - T - B) * (1 - (maxWall ? w / maxWall : 0)); };
+      s1.appendChild(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#999" }));
+      s1.appendChild(svg("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#999" }));
+      [0, 0.5, 1].forEach(function (f) {
+        var t = svg("text", { x: L - 6, y: y(maxWall * f) + 4, "text-anchor": "end", "font-size": 11 }); t.textContent = short(maxWall * f) + " s"; s1.appendChild(t);
+      });
+      var tl = svg("text", { x: L, y: H - 8, "font-size": 11 }); tl.textContent = "step " + steps[0]; s1.appendChild(tl);
+      var tr = svg("text", { x: W - R, y: H - 8, "font-size": 11, "text-anchor": "end" }); tr.textContent = "step " + steps[steps.length - 1]; s1.appendChild(tr);
+      var palette = ["#2f6fdf", "#d6402e", "#2a9d5c", "#9b51e0", "#e08a00", "#008b9a", "#7a5c3e", "#c2185b"];
+      nodes.forEach(function (n, ni) {
+        var pts = [];
+        for (var c = 0; c < cols; c++) { var v = cell[n + "|" + c]; if (v) pts.push(x(c).toFixed(1) + "," + y(v.w).toFixed(1)); }
+        s1.appendChild(svg("polyline", { points: pts.join(" "), fill: "none", stroke: palette[ni % palette.length], "stroke-width": 1.5 }));
+        var lg = svg("text", { x: W - R + 8, y: T + 12 + 14 * ni, fill: palette[ni % palette.length], "font-size": 12 }); lg.textContent = n; s1.appendChild(lg);
+      });
+      area.appendChild(el("h3", {}, "Wall time of each step, per node"));
+      area.appendChild(s1);
+      // heatmap node x step
+      area.appendChild(el("h3", {}, "Node × step heatmap (darker = slower)"));
+      var cw = Math.max(2, Math.min(48, Math.floor((W - L) / cols))), ch = 18;
+      var s2 = svg("svg", { width: L + cw * cols + 10, height: ch * nodes.length + 8, id: "timeline-heatmap" });
+      nodes.forEach(function (n, ni) {
+        var lab = svg("text", { x: L - 6, y: ni * ch + 13, "text-anchor": "end", "font-size": 11 }); lab.textContent = n; s2.appendChild(lab);
+        for (var c = 0; c < cols; c++) {
+          var v = cell[n + "|" + c]; if (!v) continue;
+          var r = svg("rect", { x: L + c * cw, y: ni * ch, width: cw - (cw > 3 ? 1 : 0), height: ch - 2, fill: heat(maxWall ? v.w / maxWall : 0), "data-node": n, "data-step": v.s });
+          (function (n, v) { r.addEventListener("mousemove", function (ev) { showTip(ev, n + ", step " + v.s + ": " + sec(v.w) + " s"); }); })(n, v);
+          r.addEventListener("mouseleave", hideTip);
+          s2.appendChild(r);
+        }
+      });
+      var hm = el("div", { class: "chart" }); hm.appendChild(s2); area.appendChild(hm);
+      // skew per step
+      var skew = D.steps.skew.filter(function (s) { return s.mode === mode && s.nodes > 1; });
+      area.appendChild(el("h3", {}, "Node skew per step (slowest − fastest node)"));
+      if (!skew.length) { area.appendChild(el("p", { class: "note" }, "One node only: no skew.")); return; }
+      var maxSkew = Math.max.apply(null, skew.map(function (s) { return s.skew; }));
+      var s3 = svg("svg", { viewBox: "0 0 " + W + " 120", width: "100%", id: "timeline-skew" }), bw = (W - L - R) / skew.length;
+      skew.forEach(function (s, i) {
+        var h = maxSkew ? 100 * s.skew / maxSkew : 0;
+        var r = svg("rect", { x: L + i * bw, y: 105 - h, width: Math.max(bw - 0.5, 0.5), height: h, fill: "#d6402e" });
+        r.addEventListener("mousemove", function (ev) { showTip(ev, "step " + s.step + ": skew " + sec(s.skew) + " s, slowest " + s.slowest_node + " (" + sec(s.slowest) + " s), fastest " + sec(s.fastest) + " s"); });
+        r.addEventListener("mouseleave", hideTip);
+        s3.appendChild(r);
+      });
+      var sk = svg("text", { x: L - 6, y: 14, "text-anchor": "end", "font-size": 11 }); sk.textContent = short(maxSkew) + " s"; s3.appendChild(sk);
+      area.appendChild(s3);
+      var worst = skew.slice().sort(function (a, b) { return b.skew - a.skew || a.step - b.step; }).slice(0, 10);
+      area.appendChild(el("h3", {}, "Most skewed steps"));
+      area.appendChild(simpleTable(["step", "nodes", "fastest (s)", "median (s)", "slowest (s)", "skew (s)", "slowest node"],
+        worst.map(function (s) { return [s.step, s.nodes, sec(s.fastest), sec(s.median), sec(s.slowest), sec(s.skew), s.slowest_node]; }),
+        [1, 1, 1, 1, 1, 1, 0]));
+    }
+    pick.addEventListener("change", draw);
+    draw();
+  })();
+
+  // -- phases ----------------------------------------------------------------------------------------
+  (function () {
+    var box = $("phases-body");
+    ["job_phase", "training_phase"].forEach(function (kind) {
+      var rows = D.phases.filter(function (p) { return p.kind === kind; });
+      box.appendChild(el("h3", {}, kind === "job_phase" ? "Time per job phase, per node" : "Time per training phase (start mode → end mode), per node"));
+      if (!rows.length) { box.appendChild(el("p", { class: "note" }, "none")); return; }
+      var phases = Array.from(new Set(rows.map(function (r) { return r.phase; })));
+      var nodes = Array.from(new Set(rows.map(function (r) { return r.node_id; }))).sort();
+      var get = {}; rows.forEach(function (r) { get[r.phase + "|" + r.node_id] = r; });
+      var table = simpleTable(["phase"].concat(nodes.map(function (n) { return n + " (s)"; })).concat(["intervals"]),
+        phases.map(function (p) {
+          var n = 0;
+          return [p].concat(nodes.map(function (nd) { var r = get[p + "|" + nd]; if (r) n += r.intervals; return r ? sec(r.seconds) : "—"; })).concat([int(n)]);
+        }), [0].concat(nodes.map(function () { return 1; })).concat([1]));
+      table.setAttribute("id", "phases-" + kind);
+      box.appendChild(table);
+    });
+  })();
+
+  // -- top functions and callers/callees -------------------------------------------------------------
+  var C = D.columns;
+  function functionTable(container, rows, opts) {
+    var keys = [["function", "function", 0], ["own", C.own, 1], ["total", C.total, 1], ["calls", C.calls, 1], ["intervals", "intervals", 1]];
+    var state = { key: opts.sort || "total", filter: "" }, limit = opts.limit || 100;
+    var table = el("table", { id: opts.id }), head = el("thead"), hr = el("tr"), body = el("tbody");
+    keys.forEach(function (k) {
+      var th = el("th", { class: "sortable" + (k[2] ? " num" : ""), "data-key": k[0] }, k[1]);
+      th.addEventListener("click", function () { state.key = k[0]; draw(); });
+      hr.appendChild(th);
+    });
+    head.appendChild(hr); table.appendChild(head); table.appendChild(body);
+    var wrap = el("div", { class: "scroll" }); wrap.appendChild(table); container.appendChild(wrap);
+    function draw() {
+      Array.prototype.forEach.call(hr.children, function (th) { th.classList.toggle("sorted", th.getAttribute("data-key") === state.key); });
+      var key = state.key, f = state.filter.toLowerCase();
+      var list = rows.filter(function (r) { return !f || r.function.toLowerCase().indexOf(f) >= 0; }).slice();
+      list.sort(key === "function" ? function (a, b) { return a.function < b.function ? -1 : a.function > b.function ? 1 : 0; } :
+        function (a, b) { return b[key] - a[key] || (a.function < b.function ? -1 : 1); });
+      body.textContent = "";
+      list.slice(0, limit).forEach(function (r) {
+        var tr = el("tr", { class: "pick", "data-function": r.function });
+        tr.appendChild(el("td", { class: "fn", title: r.filename + ":" + r.lineno }, r.function));
+        tr.appendChild(el("td", { class: "num" }, sec(r.own)));
+        tr.appendChild(el("td", { class: "num" }, sec(r.total)));
+        tr.appendChild(el("td", { class: "num" }, int(r.calls) + (r.primitive_calls !== undefined && r.primitive_calls !== r.calls ? "/" + int(r.primitive_calls) : "")));
+        tr.appendChild(el("td", { class: "num" }, int(r.intervals)));
+        tr.addEventListener("click", function () { showEdges(r.function); });
+        body.appendChild(tr);
+      });
+    }
+    draw();
+    return { setFilter: function (f) { state.filter = f; draw(); }, draw: draw };
+  }
+  (function () {
+    var box = $("functions-body"), ctl = el("div", { class: "controls" });
+    var pick = el("select", { id: "functions-scope" }), search = el("input", { type: "search", placeholder: "filter functions", id: "functions-filter" });
+    pick.appendChild(el("option", { value: "" }, "the whole selection"));
+    D.per_phase.forEach(function (p) { pick.appendChild(el("option", { value: p.phase }, "job phase: " + p.phase)); });
+    ctl.appendChild(el("span", {}, "functions of")); ctl.appendChild(pick); ctl.appendChild(search);
+    box.appendChild(ctl);
+    box.appendChild(el("p", { class: "note" }, "Click a column to sort (the top " + 100 + " by own time, by total time and by calls are all here), a row for its callers and callees." +
+      (M.profiler === "pyinstrument" ? " pyinstrument counts frames, not calls; total time counts recursion once." : " calls shown as total/primitive when they differ.")));
+    var area = el("div"); box.appendChild(area);
+    var current;
+    function draw() {
+      area.textContent = "";
+      var rows = pick.value ? D.per_phase.filter(function (p) { return p.phase === pick.value; })[0].functions : D.functions;
+      current = functionTable(area, rows, { id: "functions-table", limit: 100 });
+      current.setFilter(search.value);
+    }
+    pick.addEventListener("change", draw);
+    search.addEventListener("input", function () { current.setFilter(search.value); });
+    draw();
+    var edges = el("div", { id: "edges" }); box.appendChild(edges);
+    edges.appendChild(el("p", { class: "note" }, D.edges ? "Select a function to see its callers and callees." :
+      "Callers and callees come from cProfile's caller edges; this report shows pyinstrument data (see its call tree in the flame graph)."));
+  })();
+  function showEdges(fn) {
+    var box = $("edges");
+    if (!D.edges) return;
+    box.textContent = "";
+    Array.prototype.forEach.call(document.querySelectorAll("tr.selected"), function (tr) { tr.classList.remove("selected"); });
+    Array.prototype.forEach.call(document.querySelectorAll("tr[data-function]"), function (tr) { if (tr.getAttribute("data-function") === fn) tr.classList.add("selected"); });
+    box.appendChild(el("h3", { id: "edges-title" }, "Callers and callees of " + fn));
+    var two = el("div", { class: "two" });
+    [["callers", "called by"], ["callees", "calls"]].forEach(function (k) {
+      var col = el("div"); col.appendChild(el("h3", {}, k[1]));
+      var rows = (D.edges[k[0]][fn] || []).map(function (r) { return [r[0], int(r[1]) + (r[2] !== r[1] ? "/" + int(r[2]) : ""), sec(r[3]), sec(r[4])]; });
+      if (!rows.length) col.appendChild(el("p", { class: "note" }, k[0] === "callers" ? "nothing (a root of the profile)" : "nothing"));
+      else { var t = simpleTable(["function", "calls", "tottime (s)", "cumtime (s)"], rows, [0, 1, 1, 1]); t.setAttribute("id", "edges-" + k[0]); col.appendChild(t); }
+      two.appendChild(col);
+    });
+    box.appendChild(two);
+  }
+
+  // -- flame graph -----------------------------------------------------------------------------------
+  (function () {
+    var F = D.flame, n = F.name.length, box = $("flame-body");
+    box.appendChild(el("p", { class: "note", id: "flame-kind" }, F.exact ?
+      "pyinstrument call trees of the selection merged exactly by call path." :
+      "Derived from cProfile's caller edges, as snakeviz does: an approximation. cProfile records who called whom, not whole stacks, so a function's time under a caller is split in proportion to that caller's time on the path."));
+    var ctl = el("div", { class: "controls" });
+    var search = el("input", { type: "search", placeholder: "search functions (text or /regex/)", id: "flame-search" });
+    var reset = el("button", { id: "flame-reset", type: "button" }, "reset zoom");
+    var status = el("span", { id: "flame-status", class: "legend" });
+    ctl.appendChild(search); ctl.appendChild(reset); ctl.appendChild(status); box.appendChild(ctl);
+    box.appendChild(el("p", { class: "legend" }, "Click a frame to zoom in, hover for numbers. " + int(F.nodes) + " nodes" +
+      (F.nodes >= F.budget ? " (the smallest are folded into [other] nodes holding their total)" : "") + "; widths are inclusive seconds."));
+    // rebuild parents from the pre-order depths
+    var parent = new Int32Array(n), x0 = new Float64Array(n), stack = [], maxDepth = 0;
+    var next = new Float64Array(n); // the offset where a node's next child starts
+    for (var i = 0; i < n; i++) {
+      var d = F.depth[i];
+      while (stack.length > d) stack.pop();
+      parent[i] = stack.length ? stack[stack.length - 1] : -1;
+      if (parent[i] >= 0) { x0[i] = next[parent[i]]; next[parent[i]] += F.value[i]; } else x0[i] = 0;
+      next[i] = x0[i];
+      stack.push(i);
+      if (d > maxDepth) maxDepth = d;
+    }
+    var ROW = 17, W = 1200, H = (maxDepth + 1) * ROW + 4;
+    var s = svg("svg", { id: "flame-svg", viewBox: "0 0 " + W + " " + H, width: "100%" });
+    var fbox = el("div", { id: "flame-box" }); fbox.appendChild(s); box.appendChild(fbox);
+    var rects = [], labels = [], zoom = 0, total = F.value[0] || 1;
+    for (var j = 0; j < n; j++) {
+      var g = svg("g", {}), r = svg("rect", { height: ROW - 1, fill: F.name[j] === "[other]" ? "#c9ced6" : j === 0 ? "#e8b37a" : hue(F.name[j]), "data-index": j });
+      var t = svg("text", { y: 0 });
+      g.appendChild(r); g.appendChild(t); s.appendChild(g);
+      rects.push(r); labels.push(t);
+      (function (j) {
+        r.addEventListener("click", function () { zoomTo(j); });
+        r.addEventListener("mousemove", function (ev) {
+          var lines = F.name[j] + (F.file[j] ? "\n" + F.file[j] : "") + "\n" + sec(F.value[j]) + " s inclusive (" + pct(F.value[j], total) + " of all)" +
+            "\n" + sec(F.own[j]) + " s own" + (F.folded[j] ? "\n" + F.folded[j] + " smaller frames folded here" : "");
+          showTip(ev, lines);
+        });
+        r.addEventListener("mouseleave", hideTip);
+      })(j);
+    }
+    function isAncestor(a, b) { // a is b or an ancestor of b
+      for (var k = b; k >= 0; k = parent[k]) if (k === a) return true;
+      return false;
+    }
+    function layout() {
+      var zx = x0[zoom], zw = F.value[zoom] || 1, scale = W / zw, shown = 0;
+      for (var k = 0; k < n; k++) {
+        var visible, x, w;
+        if (isAncestor(k, zoom) && k !== zoom) { visible = true; x = 0; w = W; }
+        else {
+          visible = k === zoom || isAncestor(zoom, k);
+          x = (x0[k] - zx) * scale; w = F.value[k] * scale;
+          if (w < 0.3) visible = false;
+        }
+        var r = rects[k], t = labels[k];
+        if (!visible) { r.setAttribute("display", "none"); t.setAttribute("display", "none"); continue; }
+        shown++;
+        var y = F.depth[k] * ROW;
+        r.removeAttribute("display"); r.setAttribute("x", x.toFixed(2)); r.setAttribute("y", y); r.setAttribute("width", Math.max(w, 0.5).toFixed(2));
+        r.setAttribute("opacity", isAncestor(k, zoom) && k !== zoom ? 0.6 : 1);
+        var chars = Math.floor((w - 6) / 6.2);
+        if (chars >= 3) {
+          var name = F.label[k];
+          t.textContent = name.length > chars ? name.slice(0, chars - 1) + "…" : name;
+          t.removeAttribute("display"); t.setAttribute("x", (x + 3).toFixed(2)); t.setAttribute("y", y + ROW - 5);
+        } else t.setAttribute("display", "none");
+      }
+      s.setAttribute("data-zoom", zoom);
+      s.setAttribute("data-shown", shown);
+    }
+    function zoomTo(k) { zoom = k; layout(); }
+    reset.addEventListener("click", function () { zoomTo(0); });
+    function doSearch() {
+      var q = search.value, re = null, matched = 0, counted = {};
+      if (q.length > 2 && q[0] === "/" && q[q.length - 1] === "/") { try { re = new RegExp(q.slice(1, -1)); } catch (e) { re = null; } }
+      for (var k = 0; k < n; k++) {
+        var hit = q && (re ? re.test(F.name[k]) : F.name[k].toLowerCase().indexOf(q.toLowerCase()) >= 0);
+        rects[k].classList.toggle("match", !!hit);
+        if (hit) {
+          var outer = true; // count a match once when an ancestor also matches
+          for (var a = parent[k]; a >= 0; a = parent[a]) if (counted[a]) { outer = false; break; }
+          counted[k] = true;
+          if (outer) matched += F.value[k];
+        }
+      }
+      status.textContent = q ? "matched: " + sec(matched) + " s (" + pct(matched, total) + ")" : "";
+      s.setAttribute("data-matches", document.querySelectorAll("#flame-svg rect.match").length);
+    }
+    search.addEventListener("input", doSearch);
+    layout();
+  })();
+
+  // -- per-node comparison ---------------------------------------------------------------------------
+  (function () {
+    var box = $("nodes-body"), P = D.per_node;
+    if (!P) { box.appendChild(el("p", { class: "note" }, "The selection holds one node: nothing to compare.")); return; }
+    box.appendChild(el("p", { class: "note" }, "The selection's top " + P.functions.length + " functions by " + C.total + ", on each node; the cell's shade is its share of the row's slowest node."));
+    var t = el("table", { id: "nodes-table" }), head = el("tr");
+    head.appendChild(el("th", {}, "function"));
+    P.nodes.forEach(function (nd) { head.appendChild(el("th", { class: "num" }, nd)); });
+    head.appendChild(el("th", { class: "num" }, "slowest / fastest"));
+    var th = el("thead"); th.appendChild(head); t.appendChild(th);
+    var body = el("tbody");
+    P.functions.forEach(function (f) {
+      var tr = el("tr"), totals = f.cells.map(function (c) { return c[1]; });
+      var hi = Math.max.apply(null, totals), lo = Math.min.apply(null, totals);
+      tr.appendChild(el("td", { class: "fn" }, f.function));
+      f.cells.forEach(function (c, i) {
+        var td = el("td", { class: "num", title: P.nodes[i] + ": " + C.own + " " + sec(c[0]) + ", " + C.calls + " " + int(c[2]) }, sec(c[1]));
+        td.style.background = heat(hi ? 0.6 * c[1] / hi : 0);
+        tr.appendChild(td);
+      });
+      tr.appendChild(el("td", { class: "num" }, lo > 0 ? (hi / lo).toFixed(2) + "×" : "—"));
+      body.appendChild(tr);
+    });
+    t.appendChild(body);
+    var wrap = el("div", { class: "scroll" }); wrap.appendChild(t); box.appendChild(wrap);
+  })();
+
+  document.body.setAttribute("data-ready", "1");
+})();

@@ -1,0 +1,128 @@
+"""proflake export: speedscope files validate against speedscope's own published schema (from its npm
+package, pinned in tests/speedscope/), collapsed stacks add up to the selection's totals, .prof files load
+in pstats."""
+
+from __future__ import annotations
+
+import json
+import math
+import pstats
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from proflake import Profiles, ingest
+from proflake.capture.sample_job import generate_sample_job
+from proflake.cli import cli
+from proflake.render.exports import CollapsedRenderer, PstatsRenderer, SpeedscopeRenderer
+
+SPEEDSCOPE = Path(__file__).parent / "speedscope"
+
+
+def speedscope_package() -> Path:
+    """speedscope's npm package, installed from tests/speedscope/package-lock.json on first use."""
+    package = SPEEDSCOPE / "node_modules" / "speedscope"
+    if not (package / "package.json").exists():
+        npm = shutil.which("npm")
+        assert npm, "the speedscope checks need npm (Debian: apt-get install npm)"
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=SPEEDSCOPE, check=True, capture_output=True)
+    return package
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    base = tmp_path_factory.mktemp("exports")
+    generate_sample_job(base / "export-job", nodes=2, train_steps=3, eval_steps=1)
+    ingest(str(base / "export-job"), str(base / "store"))
+    return str(base / "store")
+
+
+@pytest.fixture(scope="module")
+def profiles(store) -> Profiles:
+    return Profiles(store)
+
+
+def own_times(result) -> dict[str, float]:
+    table = result.table  # the fetch method's answer for the same selection
+    column = "tottime" if result.profiler == "cprofile" else "self_time"
+    out: dict[str, float] = defaultdict(float)
+    for name, own in zip(table["function"].to_pylist(), table[column].to_pylist()):  # summed over groups
+        out[name] += own
+    return out
+
+
+@pytest.mark.parametrize("profiler", ["cprofile", "pyinstrument"])
+def test_speedscope_file_follows_speedscopes_schema_and_adds_up(profiles, profiler):
+    import jsonschema
+    schema = json.loads((speedscope_package() / "dist" / "release" / "file-format-schema.json").read_text())
+    result = profiles.by_job_phase(profiler=profiler)
+    document = json.loads(SpeedscopeRenderer().render(result))
+    jsonschema.validate(document, schema)
+    (profile,) = document["profiles"]
+    frames = document["shared"]["frames"]
+    per_function: dict[str, float] = defaultdict(float)
+    for sample, weight in zip(profile["samples"], profile["weights"]):
+        per_function[frames[sample[-1]]["name"]] += weight
+    expected = own_times(result)
+    assert math.isclose(sum(profile["weights"]), sum(expected.values()), rel_tol=1e-9)
+    assert math.isclose(profile["endValue"], sum(expected.values()), rel_tol=1e-9)
+    for name, own in expected.items():
+        assert math.isclose(per_function.get(name, 0.0), own, rel_tol=1e-6, abs_tol=1e-9), name
+
+
+@pytest.mark.parametrize("profiler", ["cprofile", "pyinstrument"])
+def test_collapsed_stacks_add_up_to_the_selection(profiles, profiler):
+    result = profiles.by_step(0, 2, profiler=profiler)
+    lines = CollapsedRenderer().render(result).decode().splitlines()
+    assert lines and all(" " not in line.rsplit(" ", 1)[0] for line in lines)  # flamegraph.pl's format
+    counts = [int(line.rsplit(" ", 1)[1]) for line in lines]
+    expected = own_times(result)
+    # Each line is rounded to a microsecond.
+    assert abs(sum(counts) - sum(expected.values()) * 1e6) <= len(lines)
+    leaves: dict[str, int] = defaultdict(int)
+    for line, count in zip(lines, counts):
+        leaves[line.rsplit(" ", 1)[0].split(";")[-1]] += count
+    for name, own in expected.items():
+        clean = name.replace(";", ",").replace(" ", "_")
+        assert abs(leaves.get(clean, 0) - own * 1e6) <= len(lines), name
+
+
+def test_a_pruned_tree_still_adds_up(profiles, monkeypatch):
+    import proflake.render.exports as exports
+    from proflake.render import stacks
+
+    monkeypatch.setattr(exports, "stacks", lambda result: stacks.stacks(result, budget=8))
+    result = profiles.by_job_phase()
+    document = json.loads(SpeedscopeRenderer().render(result))
+    assert math.isclose(sum(document["profiles"][0]["weights"]), sum(own_times(result).values()), rel_tol=1e-9)
+
+
+def test_prof_file_loads_in_pstats(profiles, tmp_path):
+    result = profiles.by_step(0, 2)
+    path = tmp_path / "steps.prof"
+    path.write_bytes(PstatsRenderer().render(result))
+    loaded = pstats.Stats(str(path))
+    assert loaded.stats == result.to_pstats().stats
+    assert math.isclose(loaded.total_tt, sum(result.table["tottime"].to_pylist()), rel_tol=1e-9)
+
+
+def test_cli_export_every_format(store, tmp_path):
+    for fmt in ("speedscope", "collapsed", "prof"):
+        out = tmp_path / f"x.{fmt}"
+        done = CliRunner().invoke(cli, ["export", "by-step", "1", "--store", store, "--format", fmt, "-o", str(out)])
+        assert done.exit_code == 0, done.output
+        assert out.stat().st_size > 0 and f"wrote {out}" in done.stderr
+    done = CliRunner().invoke(cli, ["export", "job", "--store", store, "--format", "collapsed"])
+    assert done.exit_code == 0 and done.stdout.count("\n") > 10 and done.stderr == ""
+
+
+def test_cli_export_refuses_what_a_format_cannot_hold(store):
+    done = CliRunner().invoke(cli, ["export", "job", "--store", store, "--format", "prof", "--profiler", "pyinstrument"])
+    assert done.exit_code == 2 and done.stdout == ""
+    assert done.stderr == "proflake: error: a .prof file holds cProfile data; this result is pyinstrument (try --format speedscope)\n"
+    done = CliRunner().invoke(cli, ["export", "job", "--store", store, "--format", "svg"])
+    assert done.exit_code == 2 and "'svg' is not one of" in done.stderr
