@@ -35,7 +35,7 @@ def _median_seconds(call, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(store: str, repeats: int, out_dir: Path) -> list[dict]:
+def measure(store: str, repeats: int, out_dir: Path, browser: bool = False) -> list[dict]:
     from proflake import Profiles
     from proflake.render.exports import renderer
 
@@ -45,16 +45,18 @@ def measure(store: str, repeats: int, out_dir: Path) -> list[dict]:
         ("train step 5", "by_step", {"start_step": 5}),
         ("train steps 100-199", "by_step", {"start_step": 100, "end_step": 199}),
     ]
-    rows = []
+    rows: list[dict] = []
+    paths: list[Path] = []
     for profiler in ("cprofile", "pyinstrument"):
         for label, method, arguments in selections:
             result = profiles.fetch(method, profiler=profiler, **arguments)
             if result.empty:
                 continue
-            fetch_s = _median_seconds(lambda: profiles.fetch(method, profiler=profiler, **arguments), repeats)
-            report_s = _median_seconds(lambda: result.report(), repeats)
+            fetch_s = _median_seconds(lambda m=method, p=profiler, a=arguments: profiles.fetch(m, profiler=p, **a), repeats)
+            report_s = _median_seconds(result.report, repeats)
             report = result.report()
             path = report.write(out_dir / f"{profiler}-{method}-{len(rows)}.html")
+            paths.append(path)
             row = {
                 "profiler": profiler,
                 "selection": label,
@@ -67,22 +69,44 @@ def measure(store: str, repeats: int, out_dir: Path) -> list[dict]:
             }
             for fmt in ("speedscope", "collapsed"):
                 r = renderer(fmt)
-                row[f"{fmt}_s"] = _median_seconds(lambda: r.render(result), repeats)
+                row[f"{fmt}_s"] = _median_seconds(lambda r=r, result=result: r.render(result), repeats)
                 row[f"{fmt}_bytes"] = len(r.render(result))
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
+    if browser:
+        browser_times(rows, paths, repeats)
     return rows
+
+
+def browser_times(rows: list[dict], paths: list[Path], repeats: int) -> None:
+    """Time from navigation to the page's ready mark (every section drawn) in headless Debian chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+        for row, path in zip(rows, paths):
+            times = []
+            for _ in range(repeats + 1):
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                started = time.perf_counter()
+                page.goto(path.as_uri())
+                page.wait_for_selector("body[data-ready='1']", timeout=120_000)
+                times.append(time.perf_counter() - started)
+                page.close()
+            row["browser_ready_s"] = statistics.median(times[1:])
+        browser.close()
 
 
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| profiler | selection | intervals | fetch s | report s | x fetch | report MB | flame nodes | speedscope s | speedscope MB | collapsed s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| profiler | selection | intervals | fetch s | report s | x fetch | report MB | flame nodes | browser ready s | speedscope s | speedscope MB | collapsed s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        ready = f"{r['browser_ready_s']:.2f}" if "browser_ready_s" in r else "-"
         lines.append(
             f"| {r['profiler']} | {r['selection']} | {r['intervals']:,} | {r['fetch_s']:.3f} | {r['report_s']:.2f} | "
-            f"{r['report_s'] / r['fetch_s']:.1f} | {r['report_bytes'] / 1e6:.2f} | {r['flame_nodes']:,} | "
+            f"{r['report_s'] / r['fetch_s']:.1f} | {r['report_bytes'] / 1e6:.2f} | {r['flame_nodes']:,} | {ready} | "
             f"{r['speedscope_s']:.2f} | {r['speedscope_bytes'] / 1e6:.2f} | {r['collapsed_s']:.2f} |"
         )
     return "\n".join(lines)
@@ -97,10 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, help="where the reports are written (default: a temp folder)")
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--browser", action="store_true", help="also time each page until drawn in headless chromium")
     args = parser.parse_args(argv)
 
-    from bench import corpus as corpus_module
     from proflake import ingest
+
+    from bench import corpus as corpus_module
 
     work = Path(tempfile.mkdtemp(prefix="proflake-report-bench-"))
     corpus = args.corpus or work / "corpus"
@@ -113,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ingested in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     out = args.out or work / "reports"
     out.mkdir(parents=True, exist_ok=True)
-    rows = measure(str(store), args.repeats, out)
+    rows = measure(str(store), args.repeats, out, browser=args.browser)
     print(markdown(rows))
     if args.json_out:
         args.json_out.write_text(json.dumps({"corpus": str(corpus), "store": str(store), "rows": rows}, indent=1))

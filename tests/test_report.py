@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from proflake import Profiles, ingest
 from proflake.capture.sample_job import generate_sample_job
 from proflake.cli import cli
@@ -34,7 +33,7 @@ def profiles(store) -> Profiles:
 
 
 def embedded(page: str) -> dict:
-    match = re.search(r'<script type="application/json" id="proflake-data">(.*?)</script>', page, re.S)
+    match = re.search(r'<script type="application/json" id="proflake-data">(.*?)</script>', page, re.DOTALL)
     assert match, "the page embeds its data"
     return json.loads(match.group(1))
 
@@ -59,7 +58,7 @@ def test_top_functions_are_the_fetch_methods_answers(profiles, profiler):
         assert close(row["own"], want[own]) and close(row["total"], want[total]) and row["calls"] == want[calls], row
     # The top by each sort key is there, so sorting the page's table by any column is exact.
     for key, column in (("own", own), ("total", total), ("calls", calls)):
-        best = sorted(expected.values(), key=lambda r: -r[column])[0]
+        best = max(expected.values(), key=lambda r: r[column])
         assert best["function"] in {r["function"] for r in data["functions"]}, key
 
 
@@ -166,7 +165,7 @@ def test_cprofile_flame_graph_is_derived_from_caller_edges_and_says_so(profiles)
 def test_page_is_self_contained_and_embeds_its_data(profiles):
     report = profiles.report()
     page = report.html
-    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", page, re.I)
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", page, re.IGNORECASE)
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in page
     assert "default-src 'none'" in page  # the page itself forbids any request
@@ -242,3 +241,14 @@ def test_empty_selection_still_writes_a_report(store, tmp_path):
     assert "no cprofile intervals matched by-step" in done.stderr
     data = embedded(Path(out).read_text(encoding="utf-8"))
     assert data["overview"]["intervals"] == 0 and data["functions"] == []
+
+
+def test_report_bench_measures_each_selection(store, tmp_path):
+    from bench.report_bench import markdown, measure
+
+    rows = measure(store, 1, tmp_path)
+    assert [(r["profiler"], r["selection"]) for r in rows] == [("cprofile", "whole job"), ("pyinstrument", "whole job")]
+    for row in rows:
+        assert row["report_bytes"] == sum(p.stat().st_size for p in tmp_path.glob(f"{row['profiler']}-*.html"))
+        assert row["report_s"] > 0 and row["fetch_s"] > 0 and row["speedscope_bytes"] > 0
+    assert markdown(rows).count("\n") == len(rows) + 1

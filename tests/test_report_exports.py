@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from proflake import Profiles, ingest
 from proflake.capture.sample_job import generate_sample_job
 from proflake.cli import cli
@@ -66,7 +65,9 @@ def test_speedscope_file_follows_speedscopes_schema_and_adds_up(profiles, profil
     frames = document["shared"]["frames"]
     per_function: dict[str, float] = defaultdict(float)
     for sample, weight in zip(profile["samples"], profile["weights"]):
-        per_function[frames[sample[-1]]["name"]] += weight
+        frame = frames[sample[-1]]
+        name = f"{frame['file']}:{frame['line']}({frame['name']})" if "file" in frame else frame["name"]
+        per_function[name] += weight
     expected = own_times(result)
     assert math.isclose(sum(profile["weights"]), sum(expected.values()), rel_tol=1e-9)
     assert math.isclose(profile["endValue"], sum(expected.values()), rel_tol=1e-9)
@@ -92,8 +93,7 @@ def test_collapsed_stacks_add_up_to_the_selection(profiles, profiler):
 
 
 def test_a_pruned_tree_still_adds_up(profiles, monkeypatch):
-    import proflake.render.exports as exports
-    from proflake.render import stacks
+    from proflake.render import exports, stacks
 
     monkeypatch.setattr(exports, "stacks", lambda result: stacks.stacks(result, budget=8))
     result = profiles.by_job_phase()

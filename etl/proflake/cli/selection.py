@@ -30,7 +30,7 @@ def add_selection_commands(group: click.Group, options: Callable[[Callable], Cal
     def arg(name: str, **kw: Any) -> click.Argument:
         return click.Argument([name], **kw)
 
-    command("job", "by_job_phase", "every interval in scope: the whole job (or one node with --node).", [], lambda: {})
+    command("job", "by_job_phase", "every interval in scope: the whole job (or one node with --node).", [], dict)
     command(
         "by-time", "by_time", "the intervals overlapping [START, END] (seconds since the epoch).",
         [arg("start", type=float), arg("end", type=float)],
@@ -54,7 +54,7 @@ def add_selection_commands(group: click.Group, options: Callable[[Callable], Cal
         [arg("start_mode"), arg("end_mode")],
         lambda start_mode, end_mode: {"start_mode": start_mode, "end_mode": end_mode},
     )
-    command("pre-step-zero", "pre_step_zero", "the intervals from the start of the job until step 0.", [], lambda: {})
-    command("post-hook-close", "post_hook_close", "the intervals after the hook closed.", [], lambda: {})
-    command("by-training-phase", "by_training_phase", "every interval of a mode pair (the same as job).", [], lambda: {})
-    command("by-job-phase", "by_job_phase", "every interval of every job phase (the same as job).", [], lambda: {})
+    command("pre-step-zero", "pre_step_zero", "the intervals from the start of the job until step 0.", [], dict)
+    command("post-hook-close", "post_hook_close", "the intervals after the hook closed.", [], dict)
+    command("by-training-phase", "by_training_phase", "every interval of a mode pair (the same as job).", [], dict)
+    command("by-job-phase", "by_job_phase", "every interval of every job phase (the same as job).", [], dict)

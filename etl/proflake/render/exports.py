@@ -43,7 +43,12 @@ class SpeedscopeRenderer(Renderer):
 
     def render(self, result: FetchResult) -> bytes:
         keys, names, samples = stacks(result)
-        frames = [{"name": name, "file": key[0], "line": key[1]} if key[0] else {"name": name} for key, name in zip(keys, names)]
+        # A frame's name is its function's name, with its file and line beside (speedscope shows them on hover);
+        # built-ins (file "~") keep pstats' full name.
+        frames = [
+            {"name": key[2], "file": key[0], "line": key[1]} if key[0] and key[0] != "~" else {"name": name}
+            for key, name in zip(keys, names)
+        ]
         total = sum(weight for _, weight in samples)
         label = _title(result)
         document = {

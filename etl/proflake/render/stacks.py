@@ -56,13 +56,29 @@ def unrolled(result: FetchResult) -> dict[str, Any]:
     return {**result._selection_params, "by_node": False, "by_modes": False, "by_job_phase": False, "top": None}
 
 
-def call_tree(result: FetchResult, budget: int | None = 2000) -> CallTree:
+class Rollups:
+    """The selection's roll-ups as a whole (no group keys, every function), each run once."""
+
+    def __init__(self, result: FetchResult) -> None:
+        self.result = result
+        self._tables: dict[str, pa.Table] = {}
+
+    def get(self, name: str) -> pa.Table:
+        """``name``: rollup_cprofile, rollup_pyinstrument, rollup_callers or call_tree."""
+        if name not in self._tables:
+            params = {**unrolled(self.result), "sort": "cumtime"}
+            self._tables[name] = self.result._profiles._rollup(self.result.intervals, name, params)
+        return self._tables[name]
+
+
+def call_tree(result: FetchResult, budget: int | None = 2000, rollups: Rollups | None = None) -> CallTree:
     """The selection's call tree, expanded best first up to ``budget`` nodes (None: all of it)."""
+    rollups = rollups or Rollups(result)
     if result.profiler == "pyinstrument":
-        expand, roots = _pyinstrument_source(result)
+        expand, roots = _pyinstrument_source(rollups)
         exact = True
     else:
-        expand, roots = _cprofile_source(result)
+        expand, roots = _cprofile_source(rollups)
         exact = False
     total = sum(r.value for r in roots)
     root = Node(("", 0, "all"), "all", total, 0.0, [])
@@ -76,7 +92,8 @@ def stacks(result: FetchResult, budget: int | None = 200_000) -> tuple[list[Key]
     The own seconds add up to the selection's total own time; per function, to its own time (cProfile:
     tottime; pyinstrument: self_time), whatever the budget (see the module docstring).
     """
-    tree = call_tree(result, budget)
+    rollups = Rollups(result)
+    tree = call_tree(result, budget, rollups)
     index: dict[Key, int] = {}
     names: list[str] = []
     out: list[tuple[tuple[int, ...], float]] = []
@@ -107,7 +124,7 @@ def stacks(result: FetchResult, budget: int | None = 200_000) -> tuple[list[Key]
     # Make each function's own time exact: a derived tree can place more than a function's own time
     # (its stacks are scaled down) or less, and a pruned one less (the rest is one stack of the
     # function alone).
-    own_of = {key: (name, own) for key, name, own in _own_times(result)}
+    own_of = {key: (name, own) for key, name, own in _own_times(rollups)}
     shrink = {k: own_of[k][1] / p for k, p in placed.items() if k in own_of and p > own_of[k][1] and p > 0}
     if shrink:
         out = [(path, w * shrink.get(k, 1.0)) for (path, w), k in zip(out, leaf)]
@@ -122,12 +139,12 @@ def stacks(result: FetchResult, budget: int | None = 200_000) -> tuple[list[Key]
     return keys, names, out
 
 
-def _own_times(result: FetchResult) -> Iterator[tuple[Key, str, float]]:
-    if result.profiler == "pyinstrument":
-        table = result._profiles._rollup(result.intervals, "rollup_pyinstrument", {**unrolled(result), "sort": "cumtime"})
+def _own_times(rollups: Rollups) -> Iterator[tuple[Key, str, float]]:
+    if rollups.result.profiler == "pyinstrument":
+        table = rollups.get("rollup_pyinstrument")
         own = table["self_time"].to_pylist()
     else:
-        table = result._profiles._rollup(result.intervals, "rollup_cprofile", {**unrolled(result), "sort": "cumtime"})
+        table = rollups.get("rollup_cprofile")
         own = table["tottime"].to_pylist()
     keys = zip(table["filename"].to_pylist(), table["lineno"].to_pylist(), table["function_name"].to_pylist())
     return ((k, name, o) for k, name, o in zip(keys, table["function"].to_pylist(), own))
@@ -183,8 +200,8 @@ def _keys(table: pa.Table, prefix: str = "") -> list[Key]:
     )
 
 
-def _pyinstrument_source(result: FetchResult) -> tuple[Expand, list[Node]]:
-    rows = result._profiles._rollup(result.intervals, "call_tree", unrolled(result))
+def _pyinstrument_source(rollups: Rollups) -> tuple[Expand, list[Node]]:
+    rows = rollups.get("call_tree")
     paths = rows["path_id"].to_pylist()
     parents = rows["parent_path_id"].to_pylist()
     keys = _keys(rows)
@@ -207,9 +224,9 @@ def _pyinstrument_source(result: FetchResult) -> tuple[Expand, list[Node]]:
     return expand, roots
 
 
-def _cprofile_source(result: FetchResult) -> tuple[Expand, list[Node]]:
-    functions = result._profiles._rollup(result.intervals, "rollup_cprofile", {**unrolled(result), "sort": "cumtime"})
-    edges = result._profiles._rollup(result.intervals, "rollup_callers", unrolled(result))
+def _cprofile_source(rollups: Rollups) -> tuple[Expand, list[Node]]:
+    functions = rollups.get("rollup_cprofile")
+    edges = rollups.get("rollup_callers")
     keys = _keys(functions)
     names = dict(zip(keys, functions["function"].to_pylist()))
     cumtime = dict(zip(keys, functions["cumtime"].to_pylist()))

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from proflake import sql as queries
-from proflake.render.stacks import Node, call_tree, unrolled
+from proflake.render.stacks import Node, Rollups, call_tree, unrolled
 
 if TYPE_CHECKING:
     from proflake.query.profiles import FetchResult
@@ -33,7 +33,8 @@ FLAME_BUDGET = 2000  # flame-graph nodes; the rest is folded into "other"
 def report_data(result: FetchResult, *, flame_budget: int = FLAME_BUDGET, top: int = TOP) -> dict[str, Any]:
     """Everything the report page shows about ``result``'s selection, as JSON-ready values."""
     cprofile = result.profiler == "cprofile"
-    functions = _rollup(result, {})
+    rollups = Rollups(result)
+    functions = _measures(result, rollups.get("rollup_cprofile" if cprofile else "rollup_pyinstrument"))
     keep = _top_union(functions, top)
     data: dict[str, Any] = {
         "meta": _meta(result),
@@ -44,9 +45,9 @@ def report_data(result: FetchResult, *, flame_budget: int = FLAME_BUDGET, top: i
         "functions": _functions(functions.take(keep)),
         "per_phase": _per_phase(result),
         "per_node": _per_node(result, functions.take(keep)),
-        "flame": _flame(result, flame_budget),
+        "flame": _flame(result, flame_budget, rollups),
     }
-    data["edges"] = _edges(result, data["functions"]) if cprofile else None
+    data["edges"] = _edges(rollups.get("rollup_callers"), data["functions"]) if cprofile else None
     return data
 
 
@@ -57,7 +58,11 @@ def _ids(result: FetchResult) -> dict[str, Any]:
 def _rollup(result: FetchResult, groups: dict[str, bool]) -> pa.Table:
     """The fetch methods' roll-up of the selection: every function, grouped as ``groups`` say."""
     name = "rollup_cprofile" if result.profiler == "cprofile" else "rollup_pyinstrument"
-    table = result._profiles._rollup(result.intervals, name, {**unrolled(result), **groups, "sort": "cumtime"})
+    return _measures(result, result._profiles._rollup(result.intervals, name, {**unrolled(result), **groups, "sort": "cumtime"}))
+
+
+def _measures(result: FetchResult, table: pa.Table) -> pa.Table:
+    """``table`` with the profiler's measures under common names: own, total, calls."""
     if result.profiler == "cprofile":
         own, total, calls = "tottime", "cumtime", "total_calls"
     else:
@@ -114,9 +119,8 @@ def _per_node(result: FetchResult, selection: pa.Table) -> dict[str, Any] | None
     }
 
 
-def _edges(result: FetchResult, functions: list[dict[str, Any]]) -> dict[str, Any]:
+def _edges(edges: pa.Table, functions: list[dict[str, Any]]) -> dict[str, Any]:
     """Callers and callees of the table's functions (cProfile caller edges, summed like pstats.add_callers)."""
-    edges = result._profiles._rollup(result.intervals, "rollup_callers", unrolled(result))
     label = {
         (f, ln, n): f"{f}:{ln}({n})"
         for f, ln, n in zip(edges["filename"].to_pylist(), edges["lineno"].to_pylist(), edges["function_name"].to_pylist())
@@ -152,8 +156,8 @@ def _edges(result: FetchResult, functions: list[dict[str, Any]]) -> dict[str, An
     }
 
 
-def _flame(result: FetchResult, budget: int) -> dict[str, Any]:
-    tree = call_tree(result, budget)
+def _flame(result: FetchResult, budget: int, rollups: Rollups) -> dict[str, Any]:
+    tree = call_tree(result, budget, rollups)
     out: dict[str, list] = {"name": [], "label": [], "file": [], "value": [], "own": [], "depth": [], "folded": []}
 
     def visit(node: Node, depth: int) -> None:

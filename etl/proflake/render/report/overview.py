@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,7 @@ def _gaps(steps: dict[tuple[str, str], set[int]]) -> dict[str, Any]:
     total = 0
     for (node, mode), have in sorted(steps.items()):
         ordered = sorted(have)
-        strides = {b - a for a, b in zip(ordered, ordered[1:])}
+        strides = {b - a for a, b in itertools.pairwise(ordered)}
         if len(strides) <= 1:
             continue  # contiguous, or a regular stride
         stride = min(strides)
