@@ -31,7 +31,7 @@ Key = tuple[str, int, str]  # (filename, lineno, function_name), pstats' functio
 OTHER = "[other]"
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One node of a (merged or derived) call tree: a function on one call path."""
 
@@ -154,27 +154,32 @@ Expand = Callable[[Node, tuple[Key, ...]], list[Node]]
 
 
 def _expand_best_first(root: Node, roots: list[Node], expand: Expand, budget: int | None) -> int:
-    """Attach children to ``root`` largest first until ``budget`` nodes; fold the rest into OTHER nodes."""
+    """Attach children to ``root`` largest first; the nodes left out when the tree reaches ``budget`` nodes
+    (OTHER nodes included) are folded into one OTHER node per parent."""
     tie = itertools.count()
-    heap: list[tuple[float, int, Node, Node, tuple[Key, ...]]] = []
-    for r in roots:
-        heapq.heappush(heap, (-r.value, next(tie), r, root, ()))
-    left_out: dict[int, list[Node]] = defaultdict(list)
-    parents: dict[int, Node] = {}
+    heap: list[tuple[float, int, Node, Node, tuple[Key, ...]]] = [(-r.value, next(tie), r, root, ()) for r in roots]
+    heapq.heapify(heap)
+    # Parents with children still waiting: each will need an OTHER node if the budget runs out now.
+    waiting: dict[int, int] = {id(root): len(heap)} if heap else {}
     count = 1
-    while heap:
+    while heap and (budget is None or count + len(waiting) + 1 < budget):  # a pop adds <= 1 to each
         _, _, node, parent, path = heapq.heappop(heap)
-        if budget is not None and count >= budget:
-            left_out[id(parent)].append(node)
-            parents[id(parent)] = parent
-            continue
+        waiting[id(parent)] -= 1
+        if not waiting[id(parent)]:
+            del waiting[id(parent)]
         parent.children.append(node)
         count += 1
-        on_path = path + (node.key,)
-        for child in expand(node, on_path):
+        on_path = (*path, node.key)
+        children = expand(node, on_path)
+        if children:
+            waiting[id(node)] = len(children)
+        for child in children:
             heapq.heappush(heap, (-child.value, next(tie), child, node, on_path))
-    for pid, nodes in left_out.items():
-        parent = parents[pid]
+    # What is still waiting is left out: one OTHER node per parent holds its total.
+    left_out: dict[int, tuple[Node, list[Node]]] = {}
+    for _, _, node, parent, _ in heap:
+        left_out.setdefault(id(parent), (parent, []))[1].append(node)
+    for parent, nodes in left_out.values():
         value = sum(n.value for n in nodes)
         parent.children.append(Node(("", 0, OTHER), OTHER, value, value, [], folded=len(nodes)))
         count += 1
@@ -249,7 +254,7 @@ def _cprofile_source(rollups: Rollups) -> tuple[Expand, list[Node]]:
         full = cumtime.get(node.key, 0.0)
         scale = node.value / full if full > 0 else 0.0
         children = [
-            Node(g, names.get(g, _label(g)), ct * scale, tt * scale)
+            Node(g, names.get(g) or _label(g), ct * scale, tt * scale)
             for g, ct, tt in callees.get(node.key, ())
             if g not in path and ct * scale > 0
         ]

@@ -15,7 +15,6 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from proflake import sql as queries
 from proflake.render.stacks import Node, Rollups, call_tree, unrolled
@@ -34,20 +33,19 @@ def report_data(result: FetchResult, *, flame_budget: int = FLAME_BUDGET, top: i
     """Everything the report page shows about ``result``'s selection, as JSON-ready values."""
     cprofile = result.profiler == "cprofile"
     rollups = Rollups(result)
-    functions = _measures(result, rollups.get("rollup_cprofile" if cprofile else "rollup_pyinstrument"))
-    keep = _top_union(functions, top)
+    functions = _top(_rows(result, rollups.get("rollup_cprofile" if cprofile else "rollup_pyinstrument")), top)
     data: dict[str, Any] = {
         "meta": _meta(result),
         "overview": _overview(result),
         "steps": _steps(result),
-        "phases": _table(queries.run_named(result._profiles.connection(), "report_phases", _ids(result))),
+        "phases": queries.run_named(result._profiles.connection(), "report_phases", _ids(result)).to_pylist(),
         "columns": _column_names(cprofile),
-        "functions": _functions(functions.take(keep)),
+        "functions": functions,
         "per_phase": _per_phase(result),
-        "per_node": _per_node(result, functions.take(keep)),
+        "per_node": _per_node(result, functions),
         "flame": _flame(result, flame_budget, rollups),
     }
-    data["edges"] = _edges(rollups.get("rollup_callers"), data["functions"]) if cprofile else None
+    data["edges"] = _edges(rollups.get("rollup_callers"), functions) if cprofile else None
     return data
 
 
@@ -55,27 +53,38 @@ def _ids(result: FetchResult) -> dict[str, Any]:
     return {"interval_ids": result.intervals["interval_id"].to_pylist()}
 
 
-def _rollup(result: FetchResult, groups: dict[str, bool]) -> pa.Table:
+def _rollup(result: FetchResult, groups: dict[str, bool]) -> list[dict[str, Any]]:
     """The fetch methods' roll-up of the selection: every function, grouped as ``groups`` say."""
     name = "rollup_cprofile" if result.profiler == "cprofile" else "rollup_pyinstrument"
-    return _measures(result, result._profiles._rollup(result.intervals, name, {**unrolled(result), **groups, "sort": "cumtime"}))
+    return _rows(result, result._profiles._rollup(result.intervals, name, {**unrolled(result), **groups, "sort": "cumtime"}))
 
 
-def _measures(result: FetchResult, table: pa.Table) -> pa.Table:
-    """``table`` with the profiler's measures under common names: own, total, calls."""
+_COLUMNS = ["function", "filename", "lineno", "function_name", "intervals"]
+
+
+def _rows(result: FetchResult, table: pa.Table) -> list[dict[str, Any]]:
+    """``table``'s rows with the profiler's measures under common names: own, total, calls.
+
+    (Rows are picked in Python: building an Arrow array of indexes from a list makes pyarrow import
+    pandas, a second or more on a busy host.)"""
     if result.profiler == "cprofile":
-        own, total, calls = "tottime", "cumtime", "total_calls"
+        own, total, calls, extra = "tottime", "cumtime", "total_calls", ["primitive_calls"]
     else:
-        own, total, calls = "self_time", "total_time", "frames"
-    return table.append_column("own", table[own]).append_column("total", table[total]).append_column("calls", table[calls])
+        own, total, calls, extra = "self_time", "total_time", "frames", []
+    groups = [c for c in ("node_id", "job_phase") if c in table.column_names]
+    columns = {c: table[c].to_pylist() for c in [*_COLUMNS, *extra, *groups]}
+    columns.update(own=table[own].to_pylist(), total=table[total].to_pylist(), calls=table[calls].to_pylist())
+    return [dict(zip(columns, values)) for values in zip(*columns.values())]
 
 
-def _top_union(table: pa.Table, top: int) -> pa.Array:
-    """Row indexes of the top ``top`` rows by own time, by total time and by calls, in total-time order."""
-    keep: set[int] = set()
+def _top(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
+    """The top ``top`` rows by own time, by total time and by calls, in total-time order."""
+    keep: dict[str, dict[str, Any]] = {}
     for column in ("own", "total", "calls"):
-        keep.update(pc.sort_indices(table, [(column, "descending"), ("function", "ascending")])[:top].to_pylist())
-    return pa.array(sorted(keep, key=lambda i: (-table["total"][i].as_py(), table["function"][i].as_py())), pa.int64())
+        for row in sorted(rows, key=lambda r: (-r[column], r["function"]))[:top]:
+            keep[row["function"]] = row
+    chosen = sorted(keep.values(), key=lambda r: (-r["total"], r["function"]))
+    return [{k: v for k, v in r.items() if k not in ("node_id", "job_phase")} for r in chosen]
 
 
 def _column_names(cprofile: bool) -> dict[str, str]:
@@ -84,33 +93,25 @@ def _column_names(cprofile: bool) -> dict[str, str]:
     return {"own": "self time (s)", "total": "total time (s)", "calls": "frames"}
 
 
-def _functions(table: pa.Table) -> list[dict[str, Any]]:
-    columns = ["function", "filename", "lineno", "function_name", "own", "total", "calls", "intervals"]
-    if "primitive_calls" in table.column_names:
-        columns.append("primitive_calls")
-    return table.select(columns).to_pylist()
-
-
 def _per_phase(result: FetchResult) -> list[dict[str, Any]]:
-    table = _rollup(result, {"by_job_phase": True})
-    out = []
-    for phase in dict.fromkeys(table["job_phase"].to_pylist()):
-        rows = table.filter(pc.equal(table["job_phase"], phase))
-        out.append({"phase": phase, "functions": _functions(rows.take(_top_union(rows, TOP_PER_PHASE)))})
-    return out
+    rows = _rollup(result, {"by_job_phase": True})
+    by_phase: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:  # in the roll-up's order: job phases in smdebug's order
+        by_phase.setdefault(row["job_phase"], []).append(row)
+    return [{"phase": phase, "functions": _top(functions, TOP_PER_PHASE)} for phase, functions in by_phase.items()]
 
 
-def _per_node(result: FetchResult, selection: pa.Table) -> dict[str, Any] | None:
+def _per_node(result: FetchResult, selection: list[dict[str, Any]]) -> dict[str, Any] | None:
     nodes = sorted(set(result.intervals["node_id"].to_pylist()))
     if len(nodes) < 2:
         return None
-    table = _rollup(result, {"by_node": True})
-    wanted = pc.sort_indices(selection, [("total", "descending"), ("function", "ascending")])[:NODE_COMPARISON]
-    names = selection.take(wanted)["function"].to_pylist()
-    cells: dict[tuple[str, str], tuple[float, float, int]] = {}
-    chosen = table.filter(pc.is_in(table["function"], pa.array(names, pa.string())))
-    for row in chosen.select(["node_id", "function", "own", "total", "calls"]).to_pylist():
-        cells[(row["function"], row["node_id"])] = (row["own"], row["total"], row["calls"])
+    names = [r["function"] for r in selection[:NODE_COMPARISON]]  # in total-time order
+    wanted = set(names)
+    cells = {
+        (r["function"], r["node_id"]): (r["own"], r["total"], r["calls"])
+        for r in _rollup(result, {"by_node": True})
+        if r["function"] in wanted
+    }
     return {
         "nodes": nodes,
         "functions": [
@@ -202,10 +203,6 @@ def _steps(result: FetchResult) -> dict[str, Any]:
             }
         )
     return {"rows": [[r["node_id"], r["mode"], r["step"], r["wall_seconds"], r["start_time_us"]] for r in rows], "skew": skew}
-
-
-def _table(table: pa.Table) -> list[dict[str, Any]]:
-    return table.to_pylist()
 
 
 def _meta(result: FetchResult) -> dict[str, Any]:
