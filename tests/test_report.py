@@ -114,7 +114,7 @@ def test_overview_names_the_job_and_what_is_missing(profiles, store):
 
 
 def test_overview_lists_missing_steps_and_quarantined_files(tmp_path):
-    from conftest import JobBuilder
+    from helpers.profiles import JobBuilder
 
     job = JobBuilder(tmp_path / "jobs" / "gappy")
     for step, t in ((0, 1000), (1, 2000), (4, 5000)):
