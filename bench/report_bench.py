@@ -25,13 +25,18 @@ if str(ROOT) not in sys.path:  # python bench/report_bench.py
     sys.path.insert(0, str(ROOT))
 
 
-def _median_seconds(call, repeats: int) -> float:
+def _median_seconds(call, repeats: int, cpu: list[float] | None = None) -> float:
+    """Median wall seconds of ``call`` after one warm-up call; with ``cpu``, appends the median CPU seconds
+    of the process (DuckDB's threads included), which a busy host inflates less than wall time."""
     call()  # warm: DuckDB's caches, the intervals' Arrow copy
-    times = []
+    times, cpus = [], []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         call()
         times.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - started_cpu)
+    if cpu is not None:
+        cpu.append(statistics.median(cpus))
     return statistics.median(times)
 
 
@@ -52,8 +57,9 @@ def measure(store: str, repeats: int, out_dir: Path, browser: bool = False) -> l
             result = profiles.fetch(method, profiler=profiler, **arguments)
             if result.empty:
                 continue
-            fetch_s = _median_seconds(lambda m=method, p=profiler, a=arguments: profiles.fetch(m, profiler=p, **a), repeats)
-            report_s = _median_seconds(result.report, repeats)
+            cpu: list[float] = []
+            fetch_s = _median_seconds(lambda m=method, p=profiler, a=arguments: profiles.fetch(m, profiler=p, **a), repeats, cpu)
+            report_s = _median_seconds(result.report, repeats, cpu)
             report = result.report()
             path = report.write(out_dir / f"{profiler}-{method}-{len(rows)}.html")
             paths.append(path)
@@ -63,6 +69,8 @@ def measure(store: str, repeats: int, out_dir: Path, browser: bool = False) -> l
                 "intervals": result.intervals.num_rows,
                 "fetch_s": fetch_s,
                 "report_s": report_s,
+                "fetch_cpu_s": cpu[0],
+                "report_cpu_s": cpu[1],
                 "report_bytes": path.stat().st_size,
                 "flame_nodes": report.data["flame"]["nodes"],
                 "functions_listed": len(report.data["functions"]),
@@ -99,13 +107,14 @@ def browser_times(rows: list[dict], paths: list[Path], repeats: int) -> None:
 
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| profiler | selection | intervals | fetch s | report s | x fetch | report MB | flame nodes | browser ready s | speedscope s | speedscope MB | collapsed s |",
+        "| profiler | selection | intervals | fetch s (CPU s) | report s (CPU s) | x fetch | report MB | flame nodes | browser ready s | speedscope s | speedscope MB | collapsed s |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         ready = f"{r['browser_ready_s']:.2f}" if "browser_ready_s" in r else "-"
         lines.append(
-            f"| {r['profiler']} | {r['selection']} | {r['intervals']:,} | {r['fetch_s']:.3f} | {r['report_s']:.2f} | "
+            f"| {r['profiler']} | {r['selection']} | {r['intervals']:,} | {r['fetch_s']:.3f} ({r['fetch_cpu_s']:.3f}) | "
+            f"{r['report_s']:.2f} ({r['report_cpu_s']:.2f}) | "
             f"{r['report_s'] / r['fetch_s']:.1f} | {r['report_bytes'] / 1e6:.2f} | {r['flame_nodes']:,} | {ready} | "
             f"{r['speedscope_s']:.2f} | {r['speedscope_bytes'] / 1e6:.2f} | {r['collapsed_s']:.2f} |"
         )

@@ -132,7 +132,7 @@ def test_overview_lists_missing_steps_and_quarantined_files(tmp_path):
 @pytest.mark.parametrize("profiler", ["cprofile", "pyinstrument"])
 def test_pruned_flame_graph_keeps_every_total(profiles, profiler):
     result = profiles.by_job_phase(profiler=profiler)
-    full = call_tree(result, None)
+    full = call_tree(result, None, floor=0.0)
     small = call_tree(result, 25)
     assert small.nodes <= 25  # [other] nodes included
     assert close(small.total, full.total) and small.root.value == small.total

@@ -71,8 +71,11 @@ class Rollups:
         return self._tables[name]
 
 
-def call_tree(result: FetchResult, budget: int | None = 2000, rollups: Rollups | None = None) -> CallTree:
-    """The selection's call tree, expanded best first up to ``budget`` nodes (None: all of it)."""
+def call_tree(
+    result: FetchResult, budget: int | None = 2000, rollups: Rollups | None = None, floor: float = 1e-6
+) -> CallTree:
+    """The selection's call tree, expanded best first up to ``budget`` nodes (None: no limit); nodes under
+    ``floor`` times the total are folded too (a millionth of the total is under a pixel)."""
     rollups = rollups or Rollups(result)
     if result.profiler == "pyinstrument":
         expand, roots = _pyinstrument_source(rollups)
@@ -82,11 +85,11 @@ def call_tree(result: FetchResult, budget: int | None = 2000, rollups: Rollups |
         exact = False
     total = sum(r.value for r in roots)
     root = Node(("", 0, "all"), "all", total, 0.0, [])
-    count = _expand_best_first(root, roots, expand, budget)
+    count = _expand_best_first(root, roots, expand, budget, floor * total)
     return CallTree(root, exact, count, total)
 
 
-def stacks(result: FetchResult, budget: int | None = 200_000) -> tuple[list[Key], list[str], list[tuple[tuple[int, ...], float]]]:
+def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key], list[str], list[tuple[tuple[int, ...], float]]]:
     """Every stack with its own seconds: (frame keys, frame names, [(frame indexes root first, seconds)]).
 
     The own seconds add up to the selection's total own time; per function, to its own time (cProfile:
@@ -153,35 +156,51 @@ def _own_times(rollups: Rollups) -> Iterator[tuple[Key, str, float]]:
 Expand = Callable[[Node, tuple[Key, ...]], list[Node]]
 
 
-def _expand_best_first(root: Node, roots: list[Node], expand: Expand, budget: int | None) -> int:
+def _expand_best_first(root: Node, roots: list[Node], expand: Expand, budget: int | None, floor: float = 0.0) -> int:
     """Attach children to ``root`` largest first; the nodes left out when the tree reaches ``budget`` nodes
-    (OTHER nodes included) are folded into one OTHER node per parent."""
+    (OTHER nodes included), and every node under ``floor`` seconds, are folded into one OTHER node per
+    parent."""
     tie = itertools.count()
-    heap: list[tuple[float, int, Node, Node, tuple[Key, ...]]] = [(-r.value, next(tie), r, root, ()) for r in roots]
-    heapq.heapify(heap)
-    # Parents with children still waiting: each will need an OTHER node if the budget runs out now.
-    waiting: dict[int, int] = {id(root): len(heap)} if heap else {}
+    heap: list[tuple[float, int, Node, Node, tuple[Key, ...]]] = []
+    waiting: dict[int, int] = {}  # parent -> its children in the heap
+    small: dict[int, tuple[Node, float, int]] = {}  # parent -> (parent, seconds, nodes) under the floor
+    others = 0  # parents that will need an OTHER node if the budget runs out now
+
+    def offer(children: list[Node], parent: Node, path: tuple[Key, ...]) -> None:
+        nonlocal others
+        if not children:
+            return
+        others += 1
+        for child in children:
+            if child.value < floor:
+                _, seconds, nodes = small.get(id(parent), (parent, 0.0, 0))
+                small[id(parent)] = (parent, seconds + child.value, nodes + 1)
+            else:
+                heapq.heappush(heap, (-child.value, next(tie), child, parent, path))
+                waiting[id(parent)] = waiting.get(id(parent), 0) + 1
+        if id(parent) not in waiting and id(parent) not in small:
+            others -= 1
+
+    offer(roots, root, ())
     count = 1
-    while heap and (budget is None or count + len(waiting) + 1 < budget):  # a pop adds <= 1 to each
+    while heap and (budget is None or count + others + 1 < budget):  # a pop adds <= 1 to each
         _, _, node, parent, path = heapq.heappop(heap)
         waiting[id(parent)] -= 1
         if not waiting[id(parent)]:
             del waiting[id(parent)]
+            if id(parent) not in small:
+                others -= 1
         parent.children.append(node)
         count += 1
         on_path = (*path, node.key)
-        children = expand(node, on_path)
-        if children:
-            waiting[id(node)] = len(children)
-        for child in children:
-            heapq.heappush(heap, (-child.value, next(tie), child, node, on_path))
-    # What is still waiting is left out: one OTHER node per parent holds its total.
-    left_out: dict[int, tuple[Node, list[Node]]] = {}
+        offer(expand(node, on_path), node, on_path)
+    # What is still waiting, or was too small, is left out: one OTHER node per parent holds its total.
+    left_out: dict[int, tuple[Node, float, int]] = dict(small)
     for _, _, node, parent, _ in heap:
-        left_out.setdefault(id(parent), (parent, []))[1].append(node)
-    for parent, nodes in left_out.values():
-        value = sum(n.value for n in nodes)
-        parent.children.append(Node(("", 0, OTHER), OTHER, value, value, [], folded=len(nodes)))
+        _, seconds, nodes = left_out.get(id(parent), (parent, 0.0, 0))
+        left_out[id(parent)] = (parent, seconds + node.value, nodes + 1)
+    for parent, seconds, nodes in left_out.values():
+        parent.children.append(Node(("", 0, OTHER), OTHER, seconds, seconds, [], folded=nodes))
         count += 1
     _sort(root)
     return count

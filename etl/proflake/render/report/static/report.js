@@ -129,12 +129,14 @@
       var cols = Math.ceil(steps.length / bucket), index = {};
       steps.forEach(function (s, i) { index[s] = Math.floor(i / bucket); });
       // cell = slowest wall time of the node's steps in the bucket (a straggler must stand out)
-      var cell = {}, maxWall = 0;
+      var cell = {}, maxWall = 0, minWall = Infinity;
       sel.forEach(function (r) {
         var k = r[0] + "|" + index[r[2]];
         if (!(k in cell) || r[3] > cell[k].w) cell[k] = { w: r[3], s: r[2] };
         maxWall = Math.max(maxWall, r[3]);
       });
+      for (var ck in cell) minWall = Math.min(minWall, cell[ck].w);
+      var spread = maxWall - minWall;
       if (bucket > 1) area.appendChild(el("p", { class: "note" }, steps.length + " steps: one column per " + bucket + " steps, showing the slowest"));
       // line chart: wall time per step, one line per node
       var W = 1100, H = 220, L = 80, B = 28, T = 10, R = 120;
@@ -158,14 +160,14 @@
       area.appendChild(el("h3", {}, "Wall time of each step, per node"));
       area.appendChild(s1);
       // heatmap node x step
-      area.appendChild(el("h3", {}, "Node × step heatmap (darker = slower)"));
+      area.appendChild(el("h3", {}, "Node × step heatmap (pale: " + short(minWall) + " s, dark red: " + short(maxWall) + " s)"));
       var cw = Math.max(2, Math.min(48, Math.floor((W - L) / cols))), ch = 18;
       var s2 = svg("svg", { width: L + cw * cols + 10, height: ch * nodes.length + 8, id: "timeline-heatmap" });
       nodes.forEach(function (n, ni) {
         var lab = svg("text", { x: L - 6, y: ni * ch + 13, "text-anchor": "end", "font-size": 11 }); lab.textContent = n; s2.appendChild(lab);
         for (var c = 0; c < cols; c++) {
           var v = cell[n + "|" + c]; if (!v) continue;
-          var r = svg("rect", { x: L + c * cw, y: ni * ch, width: cw - (cw > 3 ? 1 : 0), height: ch - 2, fill: heat(maxWall ? v.w / maxWall : 0), "data-node": n, "data-step": v.s });
+          var r = svg("rect", { x: L + c * cw, y: ni * ch, width: cw - (cw > 3 ? 1 : 0), height: ch - 2, fill: heat(spread > 0 ? (v.w - minWall) / spread : 0), "data-node": n, "data-step": v.s });
           (function (n, v) { r.addEventListener("mousemove", function (ev) { showTip(ev, n + ", step " + v.s + ": " + sec(v.w) + " s"); }); })(n, v);
           r.addEventListener("mouseleave", hideTip);
           s2.appendChild(r);
@@ -305,7 +307,7 @@
     var status = el("span", { id: "flame-status", class: "legend" });
     ctl.appendChild(search); ctl.appendChild(reset); ctl.appendChild(status); box.appendChild(ctl);
     box.appendChild(el("p", { class: "legend" }, "Click a frame to zoom in, hover for numbers. " + int(F.nodes) + " nodes" +
-      (F.nodes >= F.budget ? " (the smallest are folded into [other] nodes holding their total)" : "") + "; widths are inclusive seconds."));
+      (F.folded.some(function (f) { return f > 0; }) ? " (the smallest are folded into [other] nodes holding their total)" : "") + "; widths are inclusive seconds."));
     // rebuild parents from the pre-order depths
     var parent = new Int32Array(n), x0 = new Float64Array(n), stack = [], maxDepth = 0;
     var next = new Float64Array(n); // the offset where a node's next child starts
