@@ -111,19 +111,18 @@ def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key],
 
     leaf: list[Key] = []  # the function each stack of ``out`` ends in
 
-    def walk(node: Node, path: tuple[int, ...]) -> None:
+    # Depth first with an explicit stack: pyinstrument trees can be deeper than Python's recursion limit.
+    pending: list[tuple[Node, tuple[int, ...]]] = [(top, ()) for top in reversed(tree.root.children)]
+    while pending:
+        node, path = pending.pop()
         if node.name == OTHER:
-            return  # its own times come back below, function by function
-        here = path + (frame(node),)
+            continue  # its own times come back below, function by function
+        here = (*path, frame(node))
         placed[node.key] += node.own
         if node.own > 0:
             out.append((here, node.own))
             leaf.append(node.key)
-        for child in node.children:
-            walk(child, here)
-
-    for top in tree.root.children:
-        walk(top, ())
+        pending.extend((child, here) for child in reversed(node.children))
     # Make each function's own time exact: a derived tree can place more than a function's own time
     # (its stacks are scaled down) or less, and a pruned one less (the rest is one stack of the
     # function alone).
