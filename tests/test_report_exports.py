@@ -126,3 +126,21 @@ def test_cli_export_refuses_what_a_format_cannot_hold(store):
     assert done.stderr == "proflake: error: a .prof file holds cProfile data; this result is pyinstrument (try --format speedscope)\n"
     done = CliRunner().invoke(cli, ["export", "job", "--store", store, "--format", "svg"])
     assert done.exit_code == 2 and "'svg' is not one of" in done.stderr
+
+
+def test_a_call_tree_deeper_than_the_recursion_limit_exports_and_reports(tmp_path):
+    depth = 3_000
+    frame = '{"function": "f", "file_path": "x.py", "line_no": 1, "time": 1.0, "children": ['
+    text = '{"start_time": 2.0, "duration": 1.0, "root_frame": ' + frame * depth + "]}" * depth + "}"
+    stats = tmp_path / "job" / "framework" / "pytorch" / "pyinstrument" / "algo-1" / "train-0-stepstart-2000000_train-0-stepend-3000000"
+    stats.mkdir(parents=True)
+    (stats / "python_stats.json").write_text(text)
+    (stats / "python_stats.html").write_text("<html></html>")
+    ingest(str(tmp_path / "job"), str(tmp_path / "store"))
+    result = Profiles(str(tmp_path / "store")).by_step(0, profiler="pyinstrument")
+    (line,) = CollapsedRenderer().render(result).decode().splitlines()
+    assert line.count(";") == depth - 1 and line.endswith(" 1000000")
+    flame = result.report().data["flame"]  # the budget cuts the chain: its rest is one [other] node
+    assert flame["nodes"] <= 2000 and flame["name"][-1] == "[other]" and flame["value"][-1] == 1.0
+    flame = result.report(flame_budget=depth + 10).data["flame"]
+    assert max(flame["depth"]) == depth and flame["nodes"] == depth + 1
