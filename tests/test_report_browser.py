@@ -3,7 +3,8 @@ is never used). Every section renders, nothing logs an error, no request leaves 
 search and zoom work, the numbers on the page are the fetch methods' answers, and speedscope's own app
 (from its npm package) opens our speedscope export. Screenshots of each section go to .artifacts/report/.
 
-Set-up: chromium is installed with apt when missing and the tests run as root (tests/browser_setup.sh).
+Set-up: chromium (and npm, for speedscope) are installed with apt when missing and the tests run as root
+(tests/browser_setup.sh).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ SECTIONS = ("overview", "timeline", "phases", "functions", "flame", "nodes")
 @pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
-        subprocess.run(["bash", str(ROOT / "tests" / "browser_setup.sh")], check=True)
+        subprocess.run(["bash", str(ROOT / "tests" / "browser_setup.sh"), "chromium"], check=True)
     from playwright import sync_api
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])

@@ -26,6 +26,8 @@ def speedscope_package() -> Path:
     """speedscope's npm package, installed from tests/speedscope/package-lock.json on first use."""
     package = SPEEDSCOPE / "node_modules" / "speedscope"
     if not (package / "package.json").exists():
+        if shutil.which("npm") is None:
+            subprocess.run(["bash", str(Path(__file__).parent / "browser_setup.sh"), "npm"], check=True)
         npm = shutil.which("npm")
         assert npm, "the speedscope checks need npm (Debian: apt-get install npm)"
         subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=SPEEDSCOPE, check=True, capture_output=True)
