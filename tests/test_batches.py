@@ -126,12 +126,12 @@ def test_intervals_written_in_many_files_commit_as_one_batch(tmp_path, monkeypat
     row, whether they are appended, replace changed files, or replace everything (a full refresh)."""
     import importlib
 
-    ingest_module = importlib.import_module("proflake.ingestion.batch")
+    commit_module = importlib.import_module("proflake.ingestion.commit")
     paths = build_corpus(tmp_path / "src", nodes=2, steps=6, pyinstrument_every=3)
     reference = str(tmp_path / "reference")
     ingest(str(tmp_path / "src"), reference)
     expected = snapshot(reference)
-    monkeypatch.setattr(ingest_module._Intervals, "SPOOL_ROWS", 4)
+    monkeypatch.setattr(commit_module.IntervalRows, "SPOOL_ROWS", 4)
     monkeypatch.setenv("PROFLAKE_FLUSH_ROWS", "50")  # small stripes: parsed files arrive a few at a time
     store = str(tmp_path / "store")
     first = ingest(str(tmp_path / "src"), store)

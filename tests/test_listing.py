@@ -22,7 +22,9 @@ from proflake.sources.base import SourceObject
 from proflake.sources.local import LocalSource
 from proflake.workers.pool import ParsePool
 
-ingest_module = importlib.import_module("proflake.ingestion.batch")
+listing_module = importlib.import_module("proflake.ingestion.listing")
+commit_module = importlib.import_module("proflake.ingestion.commit")
+allocator_module = importlib.import_module("proflake.ingestion.allocator")
 STEP = "train-{step}-stepstart-{start}_train-{step}-stepend-{end}"
 _JOB, _NODE, _START = (INTERVAL_KEY_COLUMNS.index(c) for c in ("job_id", "node_id", "start_time_us"))
 
@@ -62,7 +64,7 @@ def record_tasks(monkeypatch) -> list[tuple]:
 @pytest.mark.parametrize("run", [3, 10_000], ids=["sorted-in-runs", "sorted-at-once"])
 def test_files_reach_the_workers_in_job_node_time_order(tmp_path, monkeypatch, run):
     build_jobs(tmp_path / "src")
-    monkeypatch.setattr(ingest_module, "LISTING_RUN", run)
+    monkeypatch.setattr(listing_module, "LISTING_RUN", run)
     seen = record_tasks(monkeypatch)
     report = ingest(str(tmp_path / "src"), str(tmp_path / "store"), workers=1)
     path_order = [(job, node, start, path.replace("/", "\x00")) for job, node, start, path in seen]
@@ -103,7 +105,7 @@ def test_every_html_pairs_with_its_json_whatever_lies_between(tmp_path, monkeypa
     lonely = job.stats_dir("pyinstrument", "algo-2", STEP.format(step=9, start=9000, end=9500))
     lonely.mkdir(parents=True)
     (lonely / "python_stats.html").write_text("<html></html>")
-    monkeypatch.setattr(ingest_module, "LISTING_RUN", run)
+    monkeypatch.setattr(listing_module, "LISTING_RUN", run)
     store = str(tmp_path / "store")
     report = ingest(KeyOrderSource(root), store, workers=1)
     assert report.new_intervals == 5 and not report.failed
@@ -120,7 +122,7 @@ def test_sorted_listing_reads_back_every_entry_in_order_from_many_runs():
         (f"job-{rng.randint(0, 2)}", f"algo-{rng.randint(1, 3)}", float(rng.randint(0, 50)), f"\x00p\x00{i:04d}", (), (f"/p/{i}", (), i, "v"), None)
         for i in range(500)
     ]
-    listing = ingest_module._SortedListing(run=7)
+    listing = listing_module.SortedListing(run=7)
     for entry in entries:
         listing.add(entry)
     assert (listing.count, listing.bytes) == (500, sum(range(500)))
@@ -164,7 +166,7 @@ def test_ingest_does_not_import_pandas(tmp_path):
 
 def test_an_unwritable_temporary_folder_is_one_clear_error(tmp_path, monkeypatch):
     build_jobs(tmp_path / "src")
-    monkeypatch.setattr(ingest_module, "LISTING_RUN", 3)  # spill after three entries
+    monkeypatch.setattr(listing_module, "LISTING_RUN", 3)  # spill after three entries
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
     with pytest.raises(ProflakeError, match=r"temporary folder .*no-such-folder.*set TMPDIR to a writable folder"):
         ingest(str(tmp_path / "src"), str(tmp_path / "store"))
@@ -206,13 +208,13 @@ def test_ingest_allocates_from_the_system_pool_and_restores_the_callers(tmp_path
         monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
     callers = pa.default_memory_pool()
     during = []
-    flush = ingest_module._Intervals.flush
+    flush = commit_module.IntervalRows.flush
 
     def recording_flush(self):
         during.append(pa.default_memory_pool().backend_name)
         return flush(self)
 
-    monkeypatch.setattr(ingest_module._Intervals, "flush", recording_flush)
+    monkeypatch.setattr(commit_module.IntervalRows, "flush", recording_flush)
     ingest(str(tmp_path / "src"), str(tmp_path / "store"), workers=1)
     assert during and set(during) == ({callers.backend_name} if chosen else {"system"})
     assert pa.default_memory_pool().backend_name == callers.backend_name
@@ -222,10 +224,10 @@ def test_overlapping_runs_switch_the_pool_once_and_restore_the_callers_at_the_la
     # Two ingests on two threads: A starts, B starts, A ends, B ends. A restoring the caller's pool while
     # B runs, or B restoring the system pool A set, would leave the wrong pool behind.
     callers = pa.default_memory_pool()
-    ingest_module._enter_system_allocator()  # A
-    ingest_module._enter_system_allocator()  # B
+    allocator_module._enter_system_allocator()  # A
+    allocator_module._enter_system_allocator()  # B
     assert pa.default_memory_pool().backend_name == "system"
-    ingest_module._leave_system_allocator()  # A ends: B still runs on the system pool
+    allocator_module._leave_system_allocator()  # A ends: B still runs on the system pool
     assert pa.default_memory_pool().backend_name == "system"
-    ingest_module._leave_system_allocator()  # B ends
+    allocator_module._leave_system_allocator()  # B ends
     assert pa.default_memory_pool().backend_name == callers.backend_name

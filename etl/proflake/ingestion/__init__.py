@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 from proflake._lazy import lazy_exports
 
 _EXPORTS = {
-    "IngestReport": "proflake.ingestion.batch",
-    "Progress": "proflake.ingestion.batch",
+    "IngestReport": "proflake.ingestion.report",
+    "Progress": "proflake.ingestion.report",
     "ingest": "proflake.ingestion.batch",
-    "repair": "proflake.ingestion.batch",
+    "repair": "proflake.ingestion.bookkeeping",
 }
 __all__ = [
     "IngestReport",
@@ -21,4 +21,6 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from proflake.ingestion.batch import IngestReport, Progress, ingest, repair
+    from proflake.ingestion.batch import ingest
+    from proflake.ingestion.bookkeeping import repair
+    from proflake.ingestion.report import IngestReport, Progress
