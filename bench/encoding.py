@@ -20,7 +20,6 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
-
 from proflake.store.deltawrite import parquet_options, write_data_file
 from proflake.store.store import _MEASURED_FLOATS, FACT_TABLES, WRITER_PROPERTIES, Store
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from helpers.profiles import SEMANTIC_INTERVALS, JobBuilder
 from proflake import Profiles, ingest
 from proflake.query.profiles import FETCH_METHODS
@@ -159,7 +158,6 @@ def test_views_equal_duckdb(stores, spark_profiles, view):
 def test_a_store_with_deletion_vectors_is_refused(stores, tmp_path):
     """The file list is the table only without deletion vectors: such a table is refused, not misread."""
     from deltalake import DeltaTable, TableFeatures
-
     from proflake.errors import StoreError
     from proflake.spark.tables import committed_files
     from proflake.store.store import Store
@@ -178,7 +176,6 @@ def test_a_store_written_with_byte_stream_split_times_still_reads(tmp_path, monk
     mixes both answers like pstats (and `proflake compact` rewrites the old files PLAIN)."""
     import pyarrow.parquet as pq
     from deltalake import ColumnProperties, WriterProperties
-
     from helpers.profiles import assert_same_pstats, pstats_of
     from proflake.ingestion import batch
     from proflake.store import store as store_module
