@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # the command line itself was wrong (click uses 2 as well)
     PARTIAL = 3  # ingest finished, but some stats files could not be ingested
     BUSY = 4  # another ingest or compaction holds the store's writer lock
+    REGRESSION = 5  # proflake diff --fail-on: a significant slowdown at or over the threshold
 
 
 class ProflakeError(Exception):

@@ -223,6 +223,8 @@ def view_spec(name: str) -> ViewSpec:
 
 
 def install_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Define the convenience views (queries/views.sql and batch_runs) over a connection's store views."""
+    """Define the convenience views (queries/views.sql and batch_runs) over a connection's store views, and
+    the table macro profile_diff (queries/diff_macro.sql)."""
     con.execute(queries.query_text("views"))
     con.execute("CREATE OR REPLACE VIEW batch_runs AS\n" + queries.query_text("list_batches"))
+    con.execute(queries.query_text("diff_macro"))  # a table macro over the views: profile_diff(...)

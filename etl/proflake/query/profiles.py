@@ -487,6 +487,35 @@ class Profiles:
         """The HTML report of a selection (default: every interval of the job), as ``fetch`` selects it."""
         return self.fetch(method, **selection).report(flame_budget=flame_budget)
 
+    def select(
+        self,
+        method: str,
+        *,
+        job: str | Sequence[str] | None = None,
+        node: str | None = None,
+        profiler: str | None = None,
+        **arguments: Any,
+    ) -> tuple[Scope, pa.Table]:
+        """The scope and the intervals a fetch method selects, not aggregated (the sides of ``diff``)."""
+        spec = fetch_method(method)
+        scope = self.scope(job=job, all_jobs=False, node=node, profiler=profiler)
+        return scope, self._select(spec.name, {**scope.params(), **_method_params(spec, arguments)})
+
+    def aggregate(self, query: str, selected: pa.Table, params: dict[str, Any]) -> pa.Table:
+        """Run queries/<query>.sql over selected intervals, with the roll-up parameters (rollup_parameters)."""
+        return queries.run_named(self.connection(), query, rollup_parameters(selected, params, self._files))
+
+    def diff(self, base: Any, head: Any, **options: Any):  # -> proflake.query.diff.DiffResult
+        """What changed from ``base`` to ``head``, per function, tested against the step-to-step noise.
+
+        Each side is a job id, or a dict of ``fetch`` arguments (``job``, ``node``, ``method``, the method's
+        own); ``options``: ``profiler``, ``per`` (step|second), ``match`` (name|line), ``alpha``,
+        ``confidence``, ``min_share``. See proflake.query.diff and docs/diff.md.
+        """
+        from proflake.query.diff import diff
+
+        return diff(self, base, head, **options)
+
     def sql(self, query: str, params: dict[str, Any] | None = None) -> pa.Table:
         """Ad hoc SQL over the store's tables and convenience views (intervals, function_stats,
         step_wall_time, ...), on a read-only connection (etl/proflake/query/readonly.py): only queries run, and ``params``

@@ -1,0 +1,369 @@
+"""What changed between two selections of profiles: per function, per step, tested against the noise.
+
+    >>> from proflake import Profiles
+    >>> d = Profiles("./proflake-store").diff({"job": "run-7"}, {"job": "run-8"})
+    >>> d.table                  # one row per function, largest change of own time first
+    >>> d.total                  # the total time per step, base and head, and its test
+    >>> d.gate(total=0.10)       # [] or the reasons a 10% regression gate fails
+
+Each side is what a fetch method selects (default: every train step of the job, all nodes). Every node's
+step is one sample (the selected intervals starting in it, summed), so a change is tested against the
+step-to-step noise with Welch's t-test; docs/diff.md says why, and what the false-positive rate is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from proflake.errors import UnknownNameError, UsageError
+from proflake.query import stats
+from proflake.query.diff_table import (  # noqa: F401 - part of the API
+    DIFF_SCHEMA,
+    TABLE_COLUMNS,
+    _pct,
+    _pct_ci,
+    compare,
+    summarise,
+    summary_lines,
+)
+
+if TYPE_CHECKING:
+    from proflake.query.profiles import Profiles
+
+PER = ("step", "second")
+MATCH = ("name", "line")
+MIN_SAMPLES = 2  # per side, for any test; fewer than FEW_SAMPLES gets a warning about power
+FEW_SAMPLES = 5
+_BY_STEP_DEFAULTS = {"start_step": "*", "end_step": "*", "mode": "train"}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One side of a diff: a job, a node (None: all nodes) and what a fetch method selects in it.
+
+    ``Selection.of({"job": "run-7", "node": "algo-2", "start_step": 1000, "end_step": 1100})`` takes the
+    keyword arguments of ``Profiles.fetch``: ``method`` (default ``by_step``, every train step) and the
+    method's own arguments.
+    """
+
+    job: str | None = None
+    node: str | None = None
+    method: str = "by_step"
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, value: Selection | Mapping[str, Any] | str | None) -> Selection:
+        if isinstance(value, Selection):
+            return value
+        if value is None:
+            return cls()
+        if isinstance(value, str):
+            return cls(job=value)
+        rest = dict(value)
+        job, node = rest.pop("job", None), rest.pop("node", None)
+        method = str(rest.pop("method", "by_step")).replace("-", "_")
+        return cls(job=job, node=node, method=method, arguments=rest)
+
+    def fetch_arguments(self) -> dict[str, Any]:
+        if self.method == "by_step":  # no steps named: every step; a start step alone: that step, as fetch
+            defaults = _BY_STEP_DEFAULTS if "start_step" not in self.arguments else {"mode": "train"}
+            return {**defaults, **self.arguments}
+        return dict(self.arguments)
+
+    def describe(self) -> str:
+        """``run-7 algo-2 by_step(start_step=1000, end_step=1100, mode=train)``, for reports."""
+        arguments = ", ".join(f"{k}={v}" for k, v in self.fetch_arguments().items() if v is not None)
+        return f"{self.job or '(the job)'} {self.node or 'all nodes'} {self.method}({arguments})"
+
+
+@dataclass
+class Side:
+    """What one side selected: intervals, samples (node steps), their wall seconds and their total."""
+
+    selection: Selection
+    job_ids: list[str] | None
+    node_id: str | None
+    intervals: int
+    samples: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "selection": self.selection.describe(),
+            "job": self.selection.job if self.job_ids is None else ",".join(self.job_ids),
+            "node": self.node_id,
+            "method": self.selection.method,
+            "arguments": {k: _jsonable(v) for k, v in self.selection.fetch_arguments().items()},
+            "intervals": self.intervals,
+            "samples": self.samples,
+            "wall_seconds": self.seconds,
+        }
+
+
+@dataclass
+class DiffResult:
+    """The answer of ``Profiles.diff``: per function (``table``) and in total (``total``)."""
+
+    profiler: str
+    per: str
+    match: str
+    alpha: float
+    confidence: float
+    min_share: float
+    base: Side
+    head: Side
+    total: dict[str, Any]
+    table: pa.Table
+    warnings: list[str]
+
+    @property
+    def tested(self) -> bool:
+        """Whether both sides had enough samples for a significance test."""
+        return self.base.samples >= MIN_SAMPLES and self.head.samples >= MIN_SAMPLES
+
+    def gate(self, total: float | None = None, function: float | None = None) -> list[str]:
+        """Reasons to fail a regression gate, one line each; empty when it passes.
+
+        ``total``: the total own time per step grew by more than this fraction of the base (0.10 = 10%).
+        ``function``: a tested function's own time (one holding ``min_share`` of a side's total) grew by more
+        than this fraction of its base time, or it is new. "Grew by more" is a one-sided Welch test of
+        H0 "the growth is at most the threshold", Holm-corrected over everything the gate looks at, at
+        ``alpha``: a gate fails only when the data make a slowdown beyond the threshold likely, so a change
+        at or below the threshold fails it at most ``alpha`` of the time, whatever the noise.
+        """
+        candidates: list[
+            tuple[str, float, float, float, float, str]
+        ] = []  # (what, change, bound, se, df, label)
+        unit = "s/step" if self.per == "step" else "s/s"
+        t = self.total
+        if total is not None and t["se"] is not None:
+            label = (
+                f"total {_pct(t['change_ratio'])} ({t['base']:.6g} -> {t['head']:.6g} {unit}, {_pct_ci(t)})"
+            )
+            candidates.append(("total", t["change"], total * t["base"], t["se"], t["df"], label))
+        if function is not None:
+            for row in self.table.to_pylist():
+                if row["status"] in ("minor", "untested") or row["self_se"] is None:
+                    continue
+                ci = {"base": row["base_self"], "ci_low": row["self_ci_low"], "ci_high": row["self_ci_high"]}
+                what = "new" if row["base_self"] == 0 else _pct(row["self_change_ratio"])
+                label = (
+                    f"{row['function']} {what} ({row['base_self']:.6g} -> {row['head_self']:.6g} {unit}, "
+                    f"{_pct_ci(ci)})"
+                )
+                bound = function * row["base_self"]
+                candidates.append(
+                    (row["function"], row["self_change"], bound, row["self_se"], row["self_df"], label)
+                )
+        if not candidates:
+            return []
+        _, change, bound, se, df, _ = (np.array(c, dtype=object) for c in zip(*candidates))
+        p = stats.exceeds(change.astype(float), bound.astype(float), se.astype(float), df.astype(float))
+        adjusted = stats.holm(p)
+        reasons = []
+        for (what, *_rest, label), p_adj in zip(candidates, adjusted):
+            if p_adj < self.alpha:
+                threshold = total if what == "total" else function
+                reasons.append(f"{label}: over +{threshold * 100:g}% (p={p_adj:.2g})")
+        return reasons
+
+    def to_dict(
+        self, fail_on_total: float | None = None, fail_on_function: float | None = None
+    ) -> dict[str, Any]:
+        """Everything as plain JSON-able values: sides, method, total, functions, gate, warnings."""
+        reasons = self.gate(fail_on_total, fail_on_function)
+        return {
+            "profiler": self.profiler,
+            "per": self.per,
+            "match": self.match,
+            "test": {
+                "method": "welch_t",
+                "alpha": self.alpha,
+                "confidence": self.confidence,
+                "correction": "holm",
+                "min_share": self.min_share,
+            },
+            "base": self.base.to_dict(),
+            "head": self.head.to_dict(),
+            "total": {k: _jsonable(v) for k, v in self.total.items()},
+            "gate": {
+                "fail_on_total": fail_on_total,
+                "fail_on_function": fail_on_function,
+                "failed": bool(reasons),
+                "reasons": reasons,
+            },
+            "warnings": list(self.warnings),
+            "functions": [{k: _jsonable(v) for k, v in row.items()} for row in self.table.to_pylist()],
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# -- computing a diff ----------------------------------------------------------------------------------
+def diff(
+    profiles: Profiles,
+    base: Selection | Mapping[str, Any] | str | None,
+    head: Selection | Mapping[str, Any] | str | None,
+    *,
+    profiler: str | None = None,
+    per: str = "step",
+    match: str = "name",
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    min_share: float = 0.01,
+) -> DiffResult:
+    """Compare two selections function by function; see the module docstring and docs/diff.md."""
+    if per not in PER:
+        raise UnknownNameError("normalisation", per, PER)
+    if match not in MATCH:
+        raise UnknownNameError("function matching", match, MATCH)
+    if not 0 < alpha < 1 or not 0 < confidence < 1:
+        raise UsageError(f"alpha ({alpha}) and confidence ({confidence}) must lie between 0 and 1")
+    if not 0 <= min_share < 1:
+        raise UsageError(f"min_share ({min_share}) must be a fraction between 0 and 1")
+    sides = [Selection.of(base), Selection.of(head)]
+    profiler = _common_profiler(profiles, sides, profiler)
+    params = {"by_line": match == "line", "per_second": per == "second"}
+    parts = [_side(profiles, s, profiler, params) for s in sides]
+    (base_side, base_rows), (head_side, head_rows) = parts
+    warnings = _sample_warnings(base_side, head_side)
+    total, table = compare(
+        base_rows, head_rows, base_side.samples, head_side.samples, alpha, confidence, min_share
+    )
+    return DiffResult(
+        profiler, per, match, alpha, confidence, min_share, base_side, head_side, total, table, warnings
+    )
+
+
+def _common_profiler(profiles: Profiles, sides: list[Selection], profiler: str | None) -> str:
+    """The profiler both sides are compared on: the one asked for, else cProfile when both have it."""
+    chosen = [
+        profiles.scope(job=s.job, all_jobs=False, node=s.node, profiler=profiler).profiler or "cprofile"
+        for s in sides
+    ]
+    if chosen[0] != chosen[1]:
+        raise UsageError(
+            f"the base's data is {chosen[0]} and the head's {chosen[1]}: pass --profiler (profiler= in Python) "
+            "to compare one profiler's data on both sides"
+        )
+    return chosen[0]
+
+
+def _side(
+    profiles: Profiles, selection: Selection, profiler: str, params: dict[str, Any]
+) -> tuple[Side, pa.Table]:
+    scope, selected = profiles.select(
+        selection.method,
+        job=selection.job,
+        node=selection.node,
+        profiler=profiler,
+        **selection.fetch_arguments(),
+    )
+    samples = _sample_count(selected)
+    # one interval per sample: each function key has one row per sample, summed in one pass (see the SQL)
+    values = {**scope.params(), **params, "simple": samples == selected.num_rows}
+    rows = profiles.aggregate(f"diff_samples_{profiler}", selected, values)
+    seconds = float(pc.sum(selected["duration_s"]).as_py() or 0.0) if selected.num_rows else 0.0
+    side = Side(selection, scope.job_ids, scope.node_id, selected.num_rows, samples, seconds)
+    return side, rows
+
+
+def _sample_count(selected: pa.Table) -> int:
+    keys = selected.select(["node_id", "start_mode", "start_step"]).group_by(
+        ["node_id", "start_mode", "start_step"]
+    )
+    return keys.aggregate([]).num_rows
+
+
+def _sample_warnings(base: Side, head: Side) -> list[str]:
+    out = []
+    for name, side in (("base", base), ("head", head)):
+        if side.samples == 0:
+            out.append(f"the {name} selected no intervals: {side.selection.describe()}")
+        elif side.samples < MIN_SAMPLES:
+            out.append(
+                f"the {name} has {side.samples} sample (one node's step): too few for a significance test, "
+                "so nothing is called significant and no gate can fail; select a range of steps or several nodes"
+            )
+        elif side.samples < FEW_SAMPLES:
+            out.append(
+                f"the {name} has only {side.samples} samples (node steps): the test can tell only large changes "
+                f"from noise; {FEW_SAMPLES} or more are better"
+            )
+    return out
+
+
+# -- what the command line says --------------------------------------------------------------------------
+def selection(
+    job: str | None,
+    node: str | None = None,
+    steps: str | None = None,
+    mode: str | None = None,
+    time: str | None = None,
+) -> Selection:
+    """A side from the command line's options: ``steps`` ``A:B``, ``A`` or ``A:*``; ``time`` ``START:END``
+    (seconds since the epoch, by_time); neither: every step of ``mode`` (default train)."""
+    if steps is not None and time is not None:
+        raise UsageError("a side is either a range of steps or a time window, not both")
+    if time is not None:
+        start, end = _pair(time, "time window", "START:END")
+        return Selection(
+            job, node, "by_time", {"start_time_s": _number(start, "time"), "end_time_s": _number(end, "time")}
+        )
+    arguments: dict[str, Any] = {"mode": mode or "train"}
+    if steps is not None:
+        first, _, last = steps.partition(":")
+        arguments["start_step"] = first.strip() or "*"
+        arguments["end_step"] = (last.strip() or "*") if _ else first.strip()
+    return Selection(job, node, "by_step", arguments)
+
+
+def _pair(text: str, what: str, shape: str) -> tuple[str, str]:
+    first, sep, second = text.partition(":")
+    if not sep or not first.strip() or not second.strip():
+        raise UsageError(f"{what} {text!r} is not of the form {shape}")
+    return first.strip(), second.strip()
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(f"{what} {text!r} is not a number") from None
+
+
+def parse_fail_on(values: list[str] | tuple[str, ...]) -> tuple[float | None, float | None]:
+    """``--fail-on`` values -> (total, function) thresholds as fractions: ``10%`` sets both,
+    ``total:10%`` or ``function:25%`` one of them."""
+    total: float | None = None
+    function: float | None = None
+    for value in values:
+        target, sep, amount = value.rpartition(":")
+        target = target.strip().lower() if sep else "both"
+        if target not in ("both", "total", "function"):
+            raise UsageError(
+                f"--fail-on {value!r}: expected PERCENT, total:PERCENT or function:PERCENT (e.g. 10%)"
+            )
+        text = amount.strip().removesuffix("%").strip()
+        try:
+            fraction = float(text) / 100
+        except ValueError:
+            raise UsageError(f"--fail-on {value!r} is not a percentage; write e.g. 10% or total:5%") from None
+        if not math.isfinite(fraction) or fraction < 0:
+            raise UsageError(f"--fail-on {value!r} must be a percentage of zero or more")
+        if target in ("both", "total"):
+            total = fraction
+        if target in ("both", "function"):
+            function = fraction
+    return total, function

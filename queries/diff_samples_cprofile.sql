@@ -1,0 +1,118 @@
+-- diff_samples_cprofile: one side of a diff (proflake diff, Profiles.diff): per function, the mean and the
+-- spread of its cProfile times over the side's samples. A sample is one node's step: the selected intervals
+-- of one (node_id, start_mode, start_step), summed as pstats.Stats.add does. A function missing from a sample
+-- counts 0 there, so every function is measured over the same samples and the means add up to the total.
+-- The row whose function IS NULL is the total: each sample's summed tottime (the time cProfile saw).
+-- Parameters: $interval_ids (VARCHAR[], the side's selected intervals), $function_stats_files,
+--             $min_start_time_us, $max_start_time_us (as the roll-ups), $by_line (BOOLEAN: key functions by
+--             filename, lineno and name; false: by filename and name, so a function that moved keeps its key),
+--             $per_second (BOOLEAN: divide each sample's values by its wall seconds instead of per step),
+--             $simple (BOOLEAN: every sample is one interval; Profiles.diff knows from the selection).
+-- Cost: a function key holds at most one row per interval, so when every sample is one interval a key's sums
+-- over its rows are its sums over samples: one aggregation into a few hundred groups. Only keys that merge
+-- several lines (matching by name: two __init__ in one file), or every key when a sample has several
+-- intervals, are first summed per sample, which groups ~a million rows per 4,000 samples: ~3x the time.
+-- Columns: function (the key as text; NULL for the total), filename, lineno (NULL unless $by_line),
+--          function_name, samples (the side's samples), present (samples holding the function),
+--          self_mean, self_m2, cum_mean, cum_m2, calls_mean, calls_m2 (mean per sample of tottime, cumtime and
+--          total_calls, and the sum of squared deviations from it over every sample; variance = m2 / (samples - 1)),
+--          seconds (the side's wall seconds: the selected intervals' durations summed).
+WITH selected AS (
+    SELECT node_id, start_mode, start_step, duration_s
+    FROM intervals
+    WHERE interval_id IN (SELECT unnest(CAST($interval_ids AS VARCHAR[])))
+),
+sample AS (
+    SELECT node_id, start_mode, start_step,
+           CASE WHEN $per_second THEN nullif(sum(duration_s), 0) ELSE 1.0 END AS divisor
+    FROM selected
+    GROUP BY ALL
+),
+side AS (
+    SELECT count(*) AS samples, (SELECT coalesce(sum(duration_s), 0) FROM selected) AS seconds FROM sample
+),
+fact AS (
+    SELECT
+        f.node_id, f.start_mode, f.start_step,
+        CASE
+            WHEN $by_line AND f.filename = '~' THEN f.function_name
+            WHEN $by_line THEN f.filename || ':' || f.lineno || '(' || f.function_name || ')'
+            WHEN f.filename IN ('~', '') THEN f.function_name
+            ELSE f.filename || '(' || f.function_name || ')'
+        END AS function,
+        f.filename, f.lineno, f.function_name,
+        -- a one-interval sample's wall seconds are its interval's
+        CASE WHEN $per_second THEN nullif((f.end_time_us - f.start_time_us) / 1e6, 0) ELSE 1.0 END AS divisor,
+        f.tottime AS self, f.cumtime AS cum, CAST(f.total_calls AS DOUBLE) AS calls
+    FROM _function_stats_in($function_stats_files) AS f
+    WHERE f.start_time_us BETWEEN $min_start_time_us AND $max_start_time_us
+      AND f.interval_id IN (SELECT unnest(CAST($interval_ids AS VARCHAR[])))
+),
+-- one level: exact for a key with one line when every sample is one interval
+by_row AS (
+    SELECT function, any_value(filename) AS filename, min(lineno) AS line, max(lineno) AS last_line,
+           any_value(function_name) AS function_name, count(*) AS present,
+           sum(self / divisor) AS self_1, sum((self / divisor) ^ 2) AS self_2,
+           sum(cum / divisor) AS cum_1, sum((cum / divisor) ^ 2) AS cum_2,
+           sum(calls / divisor) AS calls_1, sum((calls / divisor) ^ 2) AS calls_2
+    FROM fact
+    WHERE $simple
+    GROUP BY function
+),
+-- two levels: per sample first, for every key unless $simple, else for the keys that merge several lines
+summed AS (
+    SELECT fact.node_id, fact.start_mode, fact.start_step, fact.function,
+           any_value(fact.filename) AS filename, min(fact.lineno) AS line,
+           any_value(fact.function_name) AS function_name,
+           sum(fact.self) AS self, sum(fact.cum) AS cum, sum(fact.calls) AS calls
+    FROM fact
+    WHERE NOT $simple OR fact.function IN (SELECT function FROM by_row WHERE line <> last_line)
+    GROUP BY fact.node_id, fact.start_mode, fact.start_step, fact.function
+),
+by_sample AS (
+    SELECT p.function, any_value(p.filename) AS filename, min(p.line) AS line,
+           any_value(p.function_name) AS function_name, count(*) AS present,
+           sum(p.self / s.divisor) AS self_1, sum((p.self / s.divisor) ^ 2) AS self_2,
+           sum(p.cum / s.divisor) AS cum_1, sum((p.cum / s.divisor) ^ 2) AS cum_2,
+           sum(p.calls / s.divisor) AS calls_1, sum((p.calls / s.divisor) ^ 2) AS calls_2
+    FROM summed AS p
+    JOIN sample AS s USING (node_id, start_mode, start_step)
+    GROUP BY p.function
+),
+totals AS (  -- each sample's own time summed over its functions: the time the profiler saw
+    SELECT NULL AS function, NULL AS filename, NULL AS line, NULL AS function_name, count(*) AS present,
+           sum(t.self / s.divisor) AS self_1, sum((t.self / s.divisor) ^ 2) AS self_2,
+           sum(t.self / s.divisor) AS cum_1, sum((t.self / s.divisor) ^ 2) AS cum_2,
+           sum(t.calls / s.divisor) AS calls_1, sum((t.calls / s.divisor) ^ 2) AS calls_2
+    FROM (
+        SELECT node_id, start_mode, start_step, sum(self) AS self, sum(calls) AS calls
+        FROM fact GROUP BY ALL
+    ) AS t
+    JOIN sample AS s USING (node_id, start_mode, start_step)
+),
+keyed AS (
+    SELECT function, filename, line, function_name, present, self_1, self_2, cum_1, cum_2, calls_1, calls_2
+    FROM by_row WHERE line = last_line
+    UNION ALL
+    SELECT * FROM by_sample
+    UNION ALL
+    SELECT * FROM totals
+)
+-- mean = sum / samples; the sum of squared deviations over every sample (absent ones are zeros) is
+-- sum of squares - sum^2 / samples, never below 0 (rounding)
+SELECT
+    k.function,
+    k.filename,
+    CASE WHEN $by_line THEN k.line END AS lineno,
+    k.function_name,
+    side.samples,
+    k.present,
+    k.self_1 / side.samples AS self_mean,
+    greatest(k.self_2 - k.self_1 ^ 2 / side.samples, 0) AS self_m2,
+    k.cum_1 / side.samples AS cum_mean,
+    greatest(k.cum_2 - k.cum_1 ^ 2 / side.samples, 0) AS cum_m2,
+    k.calls_1 / side.samples AS calls_mean,
+    greatest(k.calls_2 - k.calls_1 ^ 2 / side.samples, 0) AS calls_m2,
+    side.seconds
+FROM keyed AS k, side
+WHERE k.present > 0
