@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sources", "readers", "layout"),
     ("docs",),
     ("views",),
-    ("sql", "schema", "modes"),
+    ("sql", "schema", "modes", "times"),
     ("errors", "resources", "_lazy"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

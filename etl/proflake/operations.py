@@ -23,9 +23,19 @@ def _refresh_after_commit(store: Store, log: Callable[[str], None]) -> None:
     refresh_catalogs(store, log=log)
 
 
-def ingest(source: Any, store: Store | str | None = None, **options: Any) -> IngestReport:
+def ingest(source: Any, store: Store | str | None = None, *, allow_empty: bool = True, **options: Any) -> IngestReport:
     """Ingest every new or changed stats file under ``source`` into ``store`` as one atomic batch, then
-    refresh the store's registered BI catalogs. Options are those of ``proflake.ingestion.ingest``."""
+    refresh the store's registered BI catalogs. Options are those of ``proflake.ingestion.ingest``.
+
+    ``allow_empty=False`` (the CLI's default) first checks that the source holds at least one stats file
+    and raises ``EmptySourceError``, naming what it holds instead, before the store is touched."""
+    if not allow_empty:
+        from proflake.ingestion.survey import require_stats_files
+        from proflake.sources import S3Config, open_source
+
+        if isinstance(source, str):
+            source = open_source(source, options.get("s3") or S3Config.from_env())
+        require_stats_files(source)
     return ingest_batch(source, store, after_commit=_refresh_after_commit, **options)
 
 

@@ -18,6 +18,7 @@ import math
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,12 +53,14 @@ def generate_sample_job(
     eval_steps: int = 2,
     framework: str = "pytorch",
     seed: int = 0,
+    clock: Callable[[], float] = time.time,
 ) -> SampleJob:
     """Write a job with nodes ``algo-1``..``algo-{nodes}`` under ``base_dir``, profiled by both profilers.
 
     cProfile, per node: pre-step-zero, train steps 0..train_steps-1, train->eval transition, eval steps
     0..eval_steps-1, post-hook-close. pyinstrument, per node: pre-step-zero, the train steps and eval
-    step 0. With ``eval_steps=0`` the transition and eval intervals are left out.
+    step 0. With ``eval_steps=0`` the transition and eval intervals are left out. ``clock`` stamps the
+    intervals (seconds since the epoch, like ``time.time``).
     """
     if nodes < 1 or train_steps < 1 or eval_steps < 0:
         raise UsageError(
@@ -70,11 +73,11 @@ def generate_sample_job(
     for index, node_id in enumerate(node_ids):
         # Each node gets its own data, as data-parallel workers would.
         node_seed = seed * 1000 + index
-        cprofile = Capture(base, framework=framework, profiler=CPROFILE, node_id=node_id)
+        cprofile = Capture(base, framework=framework, profiler=CPROFILE, node_id=node_id, clock=clock)
         written[CPROFILE] += _run_cprofile(cprofile, random.Random(node_seed), train_steps, eval_steps)
         pyinstrument = Capture(
             base, framework=framework, profiler=PYINSTRUMENT, node_id=node_id,
-            sample_interval=_PYINSTRUMENT_INTERVAL,
+            sample_interval=_PYINSTRUMENT_INTERVAL, clock=clock,
         )
         written[PYINSTRUMENT] += _run_pyinstrument(
             pyinstrument, random.Random(node_seed), train_steps, eval_steps

@@ -1,33 +1,86 @@
-"""What every command shares: the store and output options, error handling, stdout and stderr."""
+"""What every command shares: the store and output options, error handling, stdout and stderr.
+
+Nothing heavy is imported at module level: ``proflake --help`` loads click and proflake's CLI modules
+only; pyarrow, DuckDB and deltalake load when a command runs, rich when it draws on a terminal.
+"""
 
 from __future__ import annotations
 
 import functools
-import inspect
+import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
-import pyarrow as pa
 
-from proflake.errors import ExitCode, ProflakeError
-from proflake.query.profiles import PROFILERS
-from proflake.render.output import FORMATS, render
-from proflake.sources.settings import S3Config
-from proflake.store.store import Store, default_store_location
+from proflake.errors import ExitCode, ProflakeError, UsageError
+from proflake.query.names import PROFILERS
+from proflake.render.output import BINARY_FORMATS, FORMATS
+from proflake.store.location import default_store_location
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_COLUMNS_KEY = "proflake.columns"
 
 
 def say(message: str) -> None:
     click.echo(message, err=True)
 
 
-def emit(table: pa.Table, fmt: str, output: str | None) -> None:
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def terminal_width() -> int | None:
+    """The width of the terminal stdout writes to (``$COLUMNS`` wins), or None when it is not one."""
+    if not stdout_is_terminal():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+
+
+def emit(
+    table: pa.Table,
+    fmt: str,
+    output: str | None,
+    *,
+    kind: str | None = None,
+    group_by: Sequence[str] = (),
+    limit_rows: bool = True,
+) -> None:
+    """Print or save ``table``. A terminal gets the default columns of ``kind`` (or ``--columns``),
+    fitted to its width, at most TERMINAL_ROWS rows per group unless ``limit_rows`` is False; a pipe,
+    a file and the csv/json/parquet formats get every row and column, in full (see docs/cli.md)."""
+    from proflake.render.columns import choose_columns
+
+    requested = click.get_current_context().meta.get(_COLUMNS_KEY)
+    width = None if output or fmt != "table" else terminal_width()
+    if width is None:
+        if fmt in BINARY_FORMATS and not output and stdout_is_terminal():
+            raise UsageError(
+                f"--format {fmt} writes binary data, which a terminal cannot show; pass --output FILE "
+                f"(or redirect: > result.{fmt})"
+            )
+        _write(choose_columns(table, requested), fmt, output)
+    else:
+        _emit_terminal(table, width, requested, kind, group_by, limit_rows)
+
+
+def _write(table: pa.Table, fmt: str, output: str | None) -> None:
+    from proflake.render.output import render
+
     data = render(table, fmt)
     if output:
         try:
-            Path(output).write_bytes(data)
+            with open(output, "wb") as f:
+                f.write(data)
         except OSError as e:
             raise ProflakeError(f"cannot write {output!r}: {e.strerror}") from e
         say(f"wrote {table.num_rows} row(s) to {output}")
@@ -36,12 +89,50 @@ def emit(table: pa.Table, fmt: str, output: str | None) -> None:
         sys.stdout.buffer.flush()
 
 
+def _emit_terminal(
+    table: pa.Table, width: int, requested: list[str] | None, kind: str | None, group_by: Sequence[str], limit: bool
+) -> None:
+    from proflake.render.columns import (
+        DEFAULT_COLUMNS,
+        TERMINAL_ROWS,
+        choose_columns,
+        constant_context,
+        limit_rows,
+    )
+    from proflake.render.terminal import draw
+
+    table = choose_columns(table, requested, DEFAULT_COLUMNS.get(kind or ""))
+    same: dict[str, object] = {}
+    if requested is None:
+        table, same = constant_context(table)
+    omitted = 0
+    if limit:
+        table, omitted = limit_rows(table, TERMINAL_ROWS, group_by)
+    drawn = draw(table, width, color="NO_COLOR" not in os.environ)
+    sys.stdout.write(drawn.text)
+    sys.stdout.flush()
+    if same:
+        say("every row: " + ", ".join(f"{name} {value}" for name, value in same.items()))
+    if omitted:
+        per = " per group" if group_by else ""
+        more = "--top N to show more, or " if kind in ("cprofile", "pyinstrument") else ""
+        say(f"… {omitted:,} more row(s) not shown (the first {TERMINAL_ROWS}{per}); "
+            f"{more}--format csv|json, --output FILE or a pipe for every row")
+    if drawn.dropped:
+        say(f"left out to fit {width} characters: {', '.join(drawn.dropped)}; --columns to choose, --columns all for every one")
+
+
 # -- shared options ----------------------------------------------------------------------------------
 def store_option(f: Callable) -> Callable:
     """--store, plus the S3 settings a store or source on S3 may need; hands the command a Store."""
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import inspect
+
+        from proflake.sources.settings import S3Config
+        from proflake.store.store import Store
+
         s3 = S3Config.from_env(kwargs.pop("endpoint_url"), kwargs.pop("aws_profile"))
         kwargs["store"] = Store(kwargs.pop("store"), s3=s3)
         if "s3" in inspect.signature(f).parameters:  # a source on S3 needs them even with a local store
@@ -64,10 +155,24 @@ def store_option(f: Callable) -> Callable:
     )(wrapper)
 
 
+def _remember_columns(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    from proflake.render.columns import parse_columns
+
+    ctx.meta[_COLUMNS_KEY] = parse_columns(value)
+
+
 def output_options(f: Callable) -> Callable:
+    """--format, --output and --columns; ``emit`` reads --columns, so commands take only fmt and output."""
+    f = click.option(
+        "--columns", metavar="A,B,...|all", expose_value=False, callback=_remember_columns,
+        help="Columns to show, in this order, in every format (default on a terminal: the essential ones; "
+        "elsewhere: all).",
+    )(f)
     f = click.option("--output", "-o", metavar="FILE", help="Write the result to FILE instead of stdout.")(f)
     return click.option(
-        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format."
+        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+        help="Output format: table (fitted to a terminal; in full on a pipe), csv, json, parquet (needs --output "
+        "or a pipe).",
     )(f)
 
 
@@ -97,8 +202,6 @@ class ProflakeGroup(click.Group):
 
 def scope_options_without_node(f: Callable) -> Callable:
     return scope_options(f, with_node=False)
-
-
 
 
 @click.group(cls=ProflakeGroup, context_settings={"help_option_names": ["-h", "--help"]})

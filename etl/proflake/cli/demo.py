@@ -1,8 +1,10 @@
-"""proflake demo: a sample job, ingested and queried."""
+"""proflake demo: a sample job, ingested and queried with the commands it prints."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,7 +13,10 @@ from proflake.cli.common import (
     say,
     store_option,
 )
-from proflake.store.store import Store
+from proflake.store.location import default_store_location
+
+if TYPE_CHECKING:
+    from proflake.store.store import Store
 
 
 @cli.command()
@@ -20,7 +25,15 @@ from proflake.store.store import Store
     "--out", default="./proflake-sample-job", show_default=True, metavar="DIR", help="Where to write the sample job's stats files."
 )
 def demo(store: Store, out: str) -> None:
-    """Generate a sample training job's profiles, ingest them, and show a few fetch results."""
-    from proflake.capture.demo import run_demo
+    """Generate a sample training job's profiles, ingest them, and run a few commands on them."""
+    from proflake.capture.demo import demo_commands, prepare_demo
 
-    run_demo(store, Path(out), stdout=lambda text: click.echo(text), stderr=say)
+    job_id = prepare_demo(store, Path(out), stderr=say)
+    store_args = [] if store.location == default_store_location() else ["--store", store.location]
+    page = Path(out).with_name(Path(out).name + "-report.html")
+    for title, args in demo_commands(job_id, store_args, str(page)):
+        click.echo(f"\n== {title}\n$ proflake {shlex.join(args)}\n")
+        # The command itself, in this process: what it prints here is what the user will see.
+        cli.main(args=args, prog_name="proflake", standalone_mode=False)
+    sql = shlex.join(["proflake", "sql", "SELECT node_id, count(*) AS intervals FROM intervals GROUP BY ALL", *store_args])
+    click.echo(f"\nNext: {sql}")

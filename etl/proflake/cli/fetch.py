@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,8 +16,11 @@ from proflake.cli.common import (
     store_option,
 )
 from proflake.errors import ProflakeError
-from proflake.query.profiles import SORT_KEYS, FetchResult, Profiles
+from proflake.query.names import SORT_KEYS
 from proflake.query.registry import FETCH_METHODS, REQUIRED, FetchMethod
+
+if TYPE_CHECKING:
+    from proflake.query.profiles import FetchResult
 
 
 @cli.group()
@@ -28,7 +31,10 @@ def fetch() -> None:
 def fetch_options(f: Callable) -> Callable:
     f = click.option("--prof", metavar="FILE", help="cProfile: also write the aggregate as a .prof file (pstats, snakeviz, tuna).")(f)
     f = click.option("--sort", type=click.Choice(SORT_KEYS), default="cumtime", show_default=True, help="Order rows by.")(f)
-    f = click.option("--top", type=click.IntRange(min=1), help="Keep the top N functions (per group); default all.")(f)
+    f = click.option(
+        "--top", type=click.IntRange(min=1),
+        help="Keep the top N functions (per group); default: all (the first 20 on a terminal).",
+    )(f)
     f = click.option("--per-node", is_flag=True, help="Keep node_id as a group key instead of adding nodes up.")(f)
     f = output_options(f)
     f = scope_options(f)
@@ -36,16 +42,32 @@ def fetch_options(f: Callable) -> Callable:
 
 
 def _run_fetch(method: str, options: dict[str, Any], **arguments: Any) -> None:
+    from proflake.query.hints import what_exists
+    from proflake.query.profiles import Profiles
+
     profiles = Profiles(options.pop("store"))
     fmt, output, prof = options.pop("fmt"), options.pop("output"), options.pop("prof")
     result = profiles.fetch(method, **options, callers=bool(prof), **arguments)
     if result.empty:
-        say(f"no {result.profiler} intervals matched {method.replace('_', '-')}")
+        scope = {k: options[k] for k in ("job", "all_jobs", "node")}
+        say(f"no {result.profiler} intervals matched {method.replace('_', '-')}; "
+            f"{what_exists(profiles, profiler=result.profiler, **scope)}")
     elif method == "by_job_phase" and "training_loop" not in {g[-1] for g in result.groups()}:
         say("job phase training_loop: no intervals")
     if prof:
         _write_prof(result, prof)
-    emit(result.table, fmt, output)
+    emit(result.table, fmt, output, kind=result.profiler, group_by=result.group_by, limit_rows=options["top"] is None)
+
+
+def _check_star(ctx: click.Context, end_step: str | None) -> None:
+    """An unquoted ``*`` reaches by-step as the names of the files in the current folder: say so."""
+    import os
+
+    names = ([end_step] if end_step is not None else []) + list(ctx.args)
+    if ctx.args or (end_step is not None and end_step.strip() != "*" and not end_step.strip().lstrip("-").isdigit()
+                    and os.path.exists(end_step)):
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        raise click.UsageError(f"END_STEP is {shown}: your shell expanded an unquoted * into file names; quote it: '*'")
 
 
 def _write_prof(result: FetchResult, path: str) -> None:
@@ -62,6 +84,8 @@ def _command(spec: FetchMethod) -> click.Command:
 
     def run(**options: Any) -> None:
         arguments = {name: options.pop(name) for name in spec.argument_names}
+        if "end_step" in arguments:
+            _check_star(click.get_current_context(), arguments["end_step"])
         _run_fetch(spec.name, options, **arguments)
 
     params: list[click.Parameter] = []
@@ -73,7 +97,10 @@ def _command(spec: FetchMethod) -> click.Command:
         else:
             params.append(click.Option([argument.option, argument.name], default=argument.default,
                                        show_default=True, help=argument.help))
-    command = click.Command(spec.command, callback=fetch_options(run), params=params, help=spec.summary)
+    # by-step takes extra arguments only to name an unquoted * that the shell expanded (_check_star).
+    settings = {"allow_extra_args": True} if "end_step" in spec.argument_names else {}
+    command = click.Command(spec.command, callback=fetch_options(run), params=params, help=spec.summary,
+                            context_settings=settings)
     # fetch_options added its options to run; move them onto the command, after the method's own.
     command.params += getattr(command.callback, "__click_params__", [])[::-1]
     return command
@@ -82,5 +109,3 @@ def _command(spec: FetchMethod) -> click.Command:
 for _spec in FETCH_METHODS:
     fetch.add_command(_command(_spec))
 
-
-# -- sql --------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-import pyarrow as pa
 
 from proflake.cli.common import (
     cli,
@@ -13,8 +14,10 @@ from proflake.cli.common import (
     scope_options_without_node,
     store_option,
 )
-from proflake.query.profiles import PROFILERS, Profiles
-from proflake.store.store import Store
+from proflake.query.names import PROFILERS
+
+if TYPE_CHECKING:
+    from proflake.store.store import Store
 
 
 @cli.command()
@@ -23,7 +26,9 @@ from proflake.store.store import Store
 @output_options
 def errors(store: Store, kind: str | None, fmt: str, output: str | None) -> None:
     """List the quarantine: stats files that could not be ingested, and why (retried every run)."""
-    emit(Profiles(store).errors(kind), fmt, output)
+    from proflake.query.profiles import Profiles
+
+    emit(Profiles(store).errors(kind), fmt, output, kind="errors")
 
 
 @cli.command()
@@ -31,7 +36,9 @@ def errors(store: Store, kind: str | None, fmt: str, output: str | None) -> None
 @output_options
 def batches(store: Store, fmt: str, output: str | None) -> None:
     """List ingest runs: time, files, rows, bytes, duration and status."""
-    emit(Profiles(store).batches(), fmt, output)
+    from proflake.query.profiles import Profiles
+
+    emit(Profiles(store).batches(), fmt, output, kind="batches")
 
 
 # -- listings ---------------------------------------------------------------------------------------
@@ -41,7 +48,9 @@ def batches(store: Store, fmt: str, output: str | None) -> None:
 @output_options
 def jobs(store: Store, profiler: str | None, fmt: str, output: str | None) -> None:
     """List the training jobs in the store."""
-    emit(Profiles(store).jobs(profiler), fmt, output)
+    from proflake.query.profiles import Profiles
+
+    emit(Profiles(store).jobs(profiler), fmt, output, limit_rows=False)
 
 
 @cli.command()
@@ -50,8 +59,12 @@ def jobs(store: Store, profiler: str | None, fmt: str, output: str | None) -> No
 @output_options
 def nodes(store: Store, job: str | None, all_jobs: bool, profiler: str | None, fmt: str, output: str | None) -> None:
     """List the node ids that have profiling stats (sorted, distinct)."""
+    import pyarrow as pa
+
+    from proflake.query.profiles import Profiles
+
     ids = Profiles(store).nodes(job=job, all_jobs=all_jobs, profiler=profiler)
-    emit(pa.table({"node_id": pa.array(ids, pa.string())}), fmt, output)
+    emit(pa.table({"node_id": pa.array(ids, pa.string())}), fmt, output, limit_rows=False)
 
 
 @cli.command(name="list")
@@ -62,8 +75,8 @@ def list_(
     store: Store, job: str | None, all_jobs: bool, node: str | None, profiler: str | None, fmt: str, output: str | None
 ) -> None:
     """List every profiled interval with its metadata and source path."""
+    from proflake.query.profiles import Profiles
+
     table = Profiles(store).list_profile_stats(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
-    emit(table, fmt, output)
+    emit(table, fmt, output, kind="list")
 
-
-# -- fetch ------------------------------------------------------------------------------------------

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pyarrow as pa
 
 from proflake.cli.common import (
     cli,
@@ -17,8 +16,9 @@ from proflake.cli.common import (
     store_option,
 )
 from proflake.errors import ExitCode, ProflakeError
-from proflake.query.profiles import Profiles
-from proflake.store.store import Store
+
+if TYPE_CHECKING:
+    from proflake.store.store import Store
 
 
 @cli.command()
@@ -30,11 +30,13 @@ from proflake.store.store import Store
 def sql(query: str | None, store: Store, params: tuple[str, ...], show_schema: bool, fmt: str, output: str | None) -> None:
     """Run QUERY (SQL text, a .sql file, or - for stdin) over the store's tables and views, read-only:
     only queries run; $NAME parameters are bound by DuckDB."""
+    from proflake.query.profiles import Profiles
+
     profiles = Profiles(store)
     if show_schema:
         if query is not None or params:
             raise click.UsageError("--schema takes no QUERY or --param")
-        emit(profiles.sql_schema(), fmt, output)
+        emit(profiles.sql_schema(), fmt, output, limit_rows=False)
         return
     if query is None:
         raise click.UsageError("missing QUERY: SQL text, a .sql file, or - for stdin (or --schema)")
@@ -58,6 +60,8 @@ def sql(query: str | None, store: Store, params: tuple[str, ...], show_schema: b
 def catalog(store: Store, out: str | None, materialize: bool, no_register: bool, refresh: bool, list_: bool) -> None:
     """Write a DuckDB catalog file for BI tools (Superset, Metabase, DBeaver, the duckdb shell): views over
     the store's tables plus the convenience views, kept current by ingest and compaction."""
+    import pyarrow as pa
+
     from proflake.bi import catalog as catalogs
 
     if sum(map(bool, (out, refresh, list_))) != 1:
@@ -94,5 +98,3 @@ def _query_text(query: str) -> str:
             raise ProflakeError(f"cannot read query file {query!r}: {e.strerror}") from e
     return query
 
-
-# -- demo -------------------------------------------------------------------------------------------

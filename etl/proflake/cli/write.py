@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
-import time
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,9 +13,10 @@ from proflake.cli.common import (
     store_option,
 )
 from proflake.errors import ExitCode
-from proflake.ingestion.batch import Progress
-from proflake.sources.settings import S3Config
-from proflake.store.store import Store
+
+if TYPE_CHECKING:
+    from proflake.sources.settings import S3Config
+    from proflake.store.store import Store
 
 
 @cli.command()
@@ -31,19 +31,41 @@ from proflake.store.store import Store
 @click.option("--worker-memory-mb", type=click.IntRange(min=64), default=2048, show_default=True,
               help="Address-space limit of each parse worker; a file needing more is quarantined.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
+@click.option("--allow-empty", is_flag=True, help="Succeed when SOURCE holds no stats file (a nightly run over a prefix that may be empty).")
+@click.option("--node", metavar="ID", help="Plain files: SOURCE is a .prof/.pstats/pyinstrument .json file or a folder of them, all of node ID (needs --job).")
+@click.option("--step", type=int, help="Plain files: the first file's step (default 0); the next files, in name order, the steps after it.")
+@click.option("--mode", metavar="MODE", help="Plain files: the steps' mode (default train).")
 def ingest(
     source: str, store: Store, job: str | None, full_refresh: bool, wait: float, workers: int | None,
-    max_file_mb: float, worker_memory_mb: int, as_json: bool, s3: S3Config,
+    max_file_mb: float, worker_memory_mb: int, as_json: bool, allow_empty: bool, node: str | None,
+    step: int | None, mode: str | None, s3: S3Config,
 ) -> None:
     """Ingest the stats files under SOURCE: a folder or s3://bucket/prefix holding a job's framework/ tree,
-    several jobs, or any folder inside one. Only new or changed files are read."""
+    several jobs, or any folder inside one. Only new or changed files are read. With --job and --node,
+    SOURCE is a plain cProfile (.prof, .pstats) or pyinstrument (.json) file, or a folder of them."""
+    from proflake.cli.progress import progress_for_stderr
     from proflake.operations import ingest as run_ingest
 
-    report = run_ingest(
-        source, store, job_id=job, full_refresh=full_refresh, s3=s3,
-        wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
-        log=say, progress=_progress(),
-    )
+    target: object = source
+    if node is not None:
+        from proflake.sources.plain import PlainFilesSource
+
+        if job is None:
+            raise click.UsageError("plain files need --job ID as well as --node ID")
+        target = PlainFilesSource(source, node_id=node, step=step or 0, mode=mode or "train")
+        for file in target.files:
+            say(f"{file.path}: {file.profiler}, node {node}, {target.mode} step {file.step}, times from its {file.time_source}")
+    elif step is not None or mode is not None:
+        raise click.UsageError("--step and --mode are for plain files, with --job and --node")
+    progress = progress_for_stderr()
+    try:
+        report = run_ingest(
+            target, store, job_id=job, full_refresh=full_refresh, s3=s3, allow_empty=allow_empty,
+            wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
+            log=progress.log, progress=progress,
+        )
+    finally:
+        progress.done()
     for uri in report.unrecognised[:20]:
         say(f"skipped (fits no smdebug layout): {uri}")
     if len(report.unrecognised) > 20:
@@ -53,60 +75,6 @@ def ingest(
         click.echo(json.dumps(report.to_dict(), indent=1))
     if report.partial:
         raise SystemExit(ExitCode.PARTIAL)
-
-
-class _TerminalProgress(Progress):
-    """A redrawn status line on a terminal; a plain log line every LOG_EVERY seconds otherwise."""
-
-    LOG_EVERY = 15.0
-
-    def __init__(self, tty: bool) -> None:
-        self.tty = tty
-        self.total_files = self.total_bytes = self.files = self.nbytes = 0
-        self.started = self.last = time.monotonic()
-
-    def listing(self, files: int) -> None:
-        self._show(f"listing: {files} object(s)", force=False)
-
-    def reading(self, total_files: int, total_bytes: int) -> None:
-        self.total_files, self.total_bytes = total_files, total_bytes
-        self.started = time.monotonic()
-
-    def advance(self, files: int, nbytes: int) -> None:
-        self.files += files
-        self.nbytes += nbytes
-        elapsed = max(time.monotonic() - self.started, 1e-6)
-        rate = self.files / elapsed
-        eta = (self.total_files - self.files) / rate if rate else 0
-        width = 24
-        filled = int(width * self.files / self.total_files) if self.total_files else width
-        bar = "#" * filled + "-" * (width - filled) if self.tty else ""
-        self._show(
-            f"reading [{bar}] {self.files}/{self.total_files} files, {self.nbytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB, "
-            f"{rate:.0f} files/s, ETA {eta:.0f} s".replace("[] ", ""),
-            force=False,
-        )
-
-    def writing(self, what: str) -> None:
-        self._show(f"writing: {what}", force=True)
-
-    def done(self) -> None:
-        if self.tty:
-            click.echo("\r\033[K", err=True, nl=False)
-
-    def _show(self, text: str, force: bool) -> None:
-        now = time.monotonic()
-        if self.tty:
-            if force or now - self.last >= 0.1:
-                click.echo(f"\r\033[K{text}", err=True, nl=False)
-                self.last = now
-        elif force or now - self.last >= self.LOG_EVERY:
-            say(text)
-            self.last = now
-
-
-def _progress() -> Progress:
-    return _TerminalProgress(tty=sys.stderr.isatty())
 
 
 @cli.command()

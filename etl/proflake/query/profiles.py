@@ -23,12 +23,12 @@ import pyarrow as pa
 from proflake import sql as queries
 from proflake.errors import UnknownNameError, UsageError
 from proflake.modes import PythonProfileModes, StepPhase, mode_label, phase_label
+from proflake.query.names import PROFILERS, SORT_KEYS
 from proflake.query.registry import FETCH_METHOD_NAMES, FetchMethod, fetch_method
 from proflake.store import rollups
 from proflake.store.store import FileSpans, Store
+from proflake.times import TimeLike, epoch_seconds
 
-PROFILERS = ("cprofile", "pyinstrument")
-SORT_KEYS = ("cumtime", "tottime", "ncalls", "pcalls")
 FETCH_METHODS = FETCH_METHOD_NAMES  # the registry's names (proflake.query.registry)
 JOB_PHASES = ("initialization", "training_loop", "finalization", "whole_job")
 GROUP_COLUMNS = ("node_id", "start_mode", "end_mode", "job_phase")
@@ -443,8 +443,9 @@ class Profiles:
         con = self.connection()
         return rollups.fresh_jobs(con), set(rollups.live_fingerprints(con))
 
-    def by_time(self, start_time_s: float, end_time_s: float, **scope: Any) -> FetchResult:
-        """Intervals overlapping [start, end] (seconds since the epoch), containment included."""
+    def by_time(self, start_time_s: TimeLike, end_time_s: TimeLike, **scope: Any) -> FetchResult:
+        """Intervals overlapping [start, end], containment included. Each end is seconds since the epoch,
+        ISO 8601 text or a ``datetime`` (UTC when it has no offset): ``proflake.times.epoch_seconds``."""
         return self.fetch("by_time", start_time_s=start_time_s, end_time_s=end_time_s, **scope)
 
     def by_step(
@@ -577,9 +578,9 @@ def _method_params(spec: FetchMethod, a: dict[str, Any]) -> dict[str, Any]:
     if unexpected:
         raise UsageError(f"fetch {method} takes no argument {', '.join(sorted(unexpected))}")
     if method == "by_time":
-        start, end = float(a["start_time_s"]), float(a["end_time_s"])
+        start, end = epoch_seconds(a["start_time_s"]), epoch_seconds(a["end_time_s"])
         if end < start:
-            raise UsageError(f"the time window ends ({end}) before it starts ({start})")
+            raise UsageError(f"the time window ends ({a['end_time_s']}) before it starts ({a['start_time_s']})")
         return {"start_time_us": start * 1e6, "end_time_us": end * 1e6}
     if method == "by_step":
         start_step = parse_step(a["start_step"], at_end=False)

@@ -57,16 +57,18 @@ class FetchMethod:
 FETCH_METHODS: tuple[FetchMethod, ...] = (
     FetchMethod(
         "by_time",
-        "Intervals overlapping [START, END] (seconds since the epoch), including one containing the window.",
+        "Intervals overlapping [START, END], including one containing the window. Each is seconds since the "
+        "epoch (1596585375) or ISO 8601 (\"2020-08-04 23:56:15\", UTC unless it has an offset).",
         "fetch_profile_stats_by_time",
         (
-            Argument("start_time_s", "Start of the window, seconds since the epoch.", metavar="START"),
-            Argument("end_time_s", "End of the window, seconds since the epoch.", metavar="END"),
+            Argument("start_time_s", "Start of the window: seconds since the epoch, ISO 8601 or a datetime.", metavar="START"),
+            Argument("end_time_s", "End of the window: seconds since the epoch, ISO 8601 or a datetime.", metavar="END"),
         ),
     ),
     FetchMethod(
         "by_step",
-        "Intervals in steps START_STEP..END_STEP (default START_STEP) of one mode; '*' as END_STEP = to the end.",
+        "Intervals in steps START_STEP..END_STEP (default START_STEP) of one mode; '*' as END_STEP = to the end "
+        "(quote it: '*').",
         "fetch_profile_stats_by_step",
         (
             Argument("start_step", "First step (a whole number, or '*').", metavar="START_STEP"),

@@ -26,8 +26,8 @@ from deltalake.exceptions import DeltaError, TableNotFoundError
 from proflake.errors import StoreError
 from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_schema, empty_select, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
+from proflake.store.location import default_store_location, missing_store_hint
 
-DEFAULT_STORE = "./proflake-store"
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
 _FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
 
@@ -66,10 +66,6 @@ class _CrashPoints:
 
 
 crash_points = _CrashPoints()
-
-
-def default_store_location() -> str:
-    return os.environ.get("PROFLAKE_STORE") or DEFAULT_STORE
 
 
 def sql_string(value: str) -> str:
@@ -153,9 +149,7 @@ class Store:
 
     def require(self) -> None:
         if not self.exists():
-            raise StoreError(
-                f"no proflake store at {self.location!r}; run 'proflake ingest SOURCE --store {self.location}' first"
-            )
+            raise StoreError(f"no proflake store at {self.location!r}; {missing_store_hint(self.location)}")
 
     def create(self) -> None:
         """Create any missing table, empty, with its declared schema."""

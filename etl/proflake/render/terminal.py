@@ -1,0 +1,183 @@
+"""Result tables for people at a terminal: fitted to its width, numbers formatted for reading.
+
+Times in seconds get a unit and three significant digits (``1.04 s``, ``3.73 ms``, ``12.0 µs``), counts
+are grouped (``2,722``), timestamps are ISO 8601 in UTC with the offset, to the millisecond. When the
+natural widths do not fit, the widest text columns (the function, a path) are shortened in the middle,
+keeping the end (file, line and function name), down to MIN_TEXT characters; columns that still do not
+fit are left out from the right and named. ``rich`` draws the table; it is imported only here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from proflake.render.output import iso_timestamp, timestamps
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+GAP = 2  # spaces between two columns
+MIN_TEXT = 24  # a shortened text column keeps at least this many characters
+# Float columns holding a duration in seconds (plus any name ending in _s or _seconds).
+SECONDS = frozenset({"tottime", "cumtime", "self_time", "total_time", "await_time", "seconds"})
+# Float columns holding seconds since the epoch, shown as timestamps.
+EPOCH_SECONDS = frozenset({"session_start_time"})
+
+
+@dataclass
+class TerminalTable:
+    """A table drawn for a terminal, and what it left out to fit."""
+
+    text: str
+    dropped: list[str] = field(default_factory=list)  # columns that did not fit, in table order
+
+
+def draw(table: pa.Table, width: int, *, color: bool = False) -> TerminalTable:
+    """``table`` drawn to fit ``width`` characters (every line at most that long)."""
+    import pyarrow as pa
+
+    names = list(table.column_names)
+    cells = [_column_cells(name, f.type, col) for name, f, col in zip(names, table.schema, table.columns)]
+    numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
+    widths = [max([len(n)] + [len(c) for c in col]) for n, col in zip(names, cells)]
+    text_columns = [
+        i for i, f in enumerate(table.schema) if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+    ]
+    headers = list(names)
+
+    def total() -> int:
+        return sum(widths) + GAP * (len(widths) - 1)
+
+    # 1. Headers longer than their values wrap at their underscores ("start_mode" over two lines).
+    if total() > width:
+        for i, name in enumerate(names):
+            wrapped = _wrap_header(name)
+            longest_value = max((len(c) for c in cells[i]), default=0)
+            narrow = max(longest_value, max(len(part) for part in wrapped.split("\n")))
+            if narrow < widths[i]:
+                headers[i], widths[i] = wrapped, narrow
+    # 2. The widest text columns are shortened in the middle, down to MIN_TEXT.
+    while total() > width:
+        shrinkable = [i for i in text_columns if widths[i] > MIN_TEXT]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=lambda i: widths[i])
+        widths[widest] = max(MIN_TEXT, widths[widest] - (total() - width))
+    # 3. Columns that still do not fit are left out, from the right (the first column always stays).
+    keep = list(range(len(names)))
+    dropped: list[str] = []
+    while len(keep) > 1 and sum(widths[i] for i in keep) + GAP * (len(keep) - 1) > width:
+        dropped.insert(0, names[keep.pop()])
+    return TerminalTable(_draw(keep, headers, cells, widths, numeric, width, color), dropped)
+
+
+def _draw(keep, headers, cells, widths, numeric, width: int, color: bool) -> str:
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 0, 0, GAP - 1),
+        header_style="bold" if color else "", show_lines=False,
+    )
+    for i in keep:
+        justify = "right" if numeric[i] else "left"
+        table.add_column(headers[i], justify=justify, no_wrap=True, width=widths[i], min_width=widths[i])
+    rows = len(cells[0]) if cells else 0
+    for r in range(rows):
+        table.add_row(*(shorten_middle(cells[i][r], widths[i]) for i in keep))
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, width=width, force_terminal=color, color_system="standard" if color else None,
+        no_color=not color, highlight=False, emoji=False, markup=False, legacy_windows=False,
+    )
+    console.print(table, crop=True, overflow="ignore")
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, ``…`` in place of its middle. The end (file, line and
+    function) is kept whole; of a path, the first folder and whole trailing folders are kept when they
+    fit: ``/usr/…/keras/engine/base_layer.py:763(__call__)``."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = text[: text.find("/", 1) + 1] if text.startswith("/") and text.find("/", 1) > 0 else ""
+    if len(head) > (width - 1) // 4:
+        head = text[: (width - 1) // 4]
+    budget = width - 1 - len(head)
+    tail = text[len(text) - budget :]
+    cut = tail.find("/")
+    if 0 <= cut < budget // 3:  # start the kept end at a folder, if that costs little
+        tail = tail[cut:]
+    return head + "…" + tail
+
+
+def _wrap_header(name: str) -> str:
+    return name.replace("_", "\n") if "_" in name else name
+
+
+def _column_cells(name: str, type_: pa.DataType, column) -> list[str]:
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(type_):
+        return [_timestamp(v) for v in timestamps(column)]
+    values = column.to_pylist()
+    if pa.types.is_floating(type_):
+        if name in EPOCH_SECONDS:
+            return [_timestamp(dt.datetime.fromtimestamp(v, dt.timezone.utc)) if v is not None else "" for v in values]
+        if name in SECONDS or name.endswith(("_s", "_seconds")):
+            return [seconds(v) for v in values]
+        return [_float(v) for v in values]
+    if pa.types.is_integer(type_):
+        plain = name == "lineno" or name.endswith(("_step", "_id", "step"))
+        return ["" if v is None else str(v) if plain else f"{v:,}" for v in values]
+    if pa.types.is_boolean(type_):
+        return ["" if v is None else "yes" if v else "no" for v in values]
+    return ["" if v is None else str(v) for v in values]
+
+
+def _timestamp(value: dt.datetime | None) -> str:
+    return iso_timestamp(value, "milliseconds") or ""
+
+
+def seconds(value: float | None) -> str:
+    """A duration in seconds with a unit and three significant digits: ``1.04 s``, ``3.73 ms``, ``0``."""
+    if value is None:
+        return ""
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if magnitude >= scale * 0.9995:
+            return f"{_three_digits(value / scale)} {unit}"
+    return f"{_three_digits(value / 1e-9)} ns"
+
+
+def _three_digits(value: float) -> str:
+    magnitude = abs(value)
+    decimals = 0 if magnitude >= 99.95 else 1 if magnitude >= 9.995 else 2
+    return f"{value:.{decimals}f}"
+
+
+def _float(value: float | None) -> str:
+    if value is None:
+        return ""
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if value.is_integer() and abs(value) < 1e18:
+        return str(int(value))  # microsecond timestamps and other whole numbers, in full
+    if abs(value) >= 1e6:
+        return f"{value:.1f}"
+    return f"{value:.6g}"
