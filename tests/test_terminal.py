@@ -310,9 +310,8 @@ def test_a_missing_store_hint_never_proposes_a_store_inside_a_source(tmp_path, m
 
 # -- the ingest's progress -----------------------------------------------------------------------------
 def test_progress_bar_prints_messages_above_itself_and_goes_away():
-    from rich.console import Console
-
     from proflake.cli.progress import BarProgress, LogProgress
+    from rich.console import Console
 
     buffer = io.StringIO()
     bar = BarProgress(Console(file=buffer, force_terminal=True, width=100, no_color=True))
