@@ -146,3 +146,10 @@ def test_a_call_tree_deeper_than_the_recursion_limit_exports_and_reports(tmp_pat
     assert flame["nodes"] <= 2000 and flame["name"][-1] == "[other]" and flame["value"][-1] == 1.0
     flame = result.report(flame_budget=depth + 10).data["flame"]
     assert max(flame["depth"]) == depth and flame["nodes"] == depth + 1
+
+
+def test_the_cli_names_every_export_format():
+    from proflake.cli.export import EXPORT_FORMAT_NAMES
+    from proflake.render.exports import EXPORT_FORMATS
+
+    assert EXPORT_FORMAT_NAMES == EXPORT_FORMATS

@@ -278,8 +278,6 @@ def _loaded(args: list[str], terminal: bool = False) -> list[str]:
     return json.loads(done.stderr.strip().splitlines()[-1].replace("'", '"'))
 
 
-@pytest.mark.xfail(strict=True, reason="cli/diff.py (proflake diff, landed 17:55) imports proflake.query.diff and "
-                   "Profiles at module level, which load pyarrow, numpy and DuckDB for every command's --help")
 def test_help_imports_nothing_heavy():
     assert _loaded(["--help"]) == []
 

@@ -9,8 +9,9 @@ import click
 
 from proflake.cli.common import cli, emit, say, store_option
 from proflake.errors import ExitCode, ProflakeError
-from proflake.query.diff import MATCH, PER, TABLE_COLUMNS, parse_fail_on, selection, summary_lines
-from proflake.query.profiles import PROFILERS, Profiles
+from proflake.query.names import DIFF_MATCH as MATCH
+from proflake.query.names import DIFF_PER as PER
+from proflake.query.names import PROFILERS
 
 _SIDE_OPTIONS = (
     ("node", "ID", "only this node (default: all nodes)"),
@@ -102,6 +103,9 @@ def diff(
     Each node's step is a sample: changes are tested against the step-to-step noise (Welch's t-test,
     Holm-corrected). Exit codes: 0 ok, 5 when --fail-on finds a significant regression (docs/diff.md).
     """
+    from proflake.query.diff import TABLE_COLUMNS, parse_fail_on, selection, summary_lines
+    from proflake.query.profiles import Profiles
+
     total_gate, function_gate = parse_fail_on(fail_on)
 
     def side(name: str, job: str) -> Any:

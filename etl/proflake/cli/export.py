@@ -12,7 +12,9 @@ import click
 from proflake.cli.common import cli, say, scope_options, store_option
 from proflake.cli.selection import add_selection_commands
 from proflake.errors import ProflakeError
-from proflake.render.exports import EXPORT_FORMATS
+
+# The renderers' names (proflake.render.exports.EXPORT_FORMATS, which imports pyarrow); a test keeps them equal.
+EXPORT_FORMAT_NAMES = ("speedscope", "collapsed", "prof")
 
 
 @cli.group()
@@ -26,7 +28,7 @@ def export() -> None:
 
 def _options(f: Callable) -> Callable:
     f = click.option("--output", "-o", metavar="FILE", help="Write to FILE instead of stdout.")(f)
-    f = click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), required=True, help="File format.")(f)
+    f = click.option("--format", "fmt", type=click.Choice(EXPORT_FORMAT_NAMES), required=True, help="File format.")(f)
     f = scope_options(f)
     return store_option(f)
 

@@ -33,12 +33,13 @@ from proflake.query.diff_table import (  # noqa: F401 - part of the API
     summarise,
     summary_lines,
 )
+from proflake.query.names import DIFF_MATCH, DIFF_PER
 
 if TYPE_CHECKING:
     from proflake.query.profiles import Profiles
 
-PER = ("step", "second")
-MATCH = ("name", "line")
+PER = DIFF_PER
+MATCH = DIFF_MATCH
 MIN_SAMPLES = 2  # per side, for any test; fewer than FEW_SAMPLES gets a warning about power
 FEW_SAMPLES = 5
 _BY_STEP_DEFAULTS = {"start_step": "*", "end_step": "*", "mode": "train"}

@@ -5,3 +5,5 @@ from __future__ import annotations
 
 PROFILERS = ("cprofile", "pyinstrument")
 SORT_KEYS = ("cumtime", "tottime", "ncalls", "pcalls")
+DIFF_PER = ("step", "second")  # what proflake diff normalises by
+DIFF_MATCH = ("name", "line")  # how it pairs functions across the two sides
