@@ -41,13 +41,16 @@ def build_corpus(root: Path, nodes: int = 3, steps: int = 12, pyinstrument_every
 
 
 def snapshot(store: str) -> dict[str, list]:
-    """Everything a reader can see, minus what differs between equivalent runs (batch ids, times)."""
+    """Everything a reader can see, minus what differs between equivalent runs (batch ids, the interval
+    ids made from them, times): facts name their interval by its file."""
     con = Store(store).connect()
     out = {
-        "intervals": con.sql("SELECT * EXCLUDE (batch_id, ingested_at) FROM intervals ORDER BY ALL").fetchall(),
+        "intervals": con.sql("SELECT * EXCLUDE (batch_id, interval_id, ingested_at) FROM intervals ORDER BY ALL").fetchall(),
     }
     for name in FACT_TABLES:
-        out[name] = con.sql(f"SELECT * EXCLUDE (batch_id) FROM {name} ORDER BY ALL").fetchall()
+        out[name] = con.sql(
+            f"SELECT i.source_uri, f.* EXCLUDE (batch_id, interval_id) FROM {name} f JOIN intervals i USING (interval_id) ORDER BY ALL"
+        ).fetchall()
         # Nothing stored beyond what is visible: no leftovers of killed or replaced runs.
         hidden = con.sql(f"SELECT count(*) FROM {raw_view(name)}").fetchall()[0][0] - len(out[name])
         out[f"{name}:hidden_rows"] = [hidden]

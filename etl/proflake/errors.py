@@ -74,5 +74,9 @@ class StoreLockedError(ProflakeError):
     exit_code = ExitCode.BUSY
 
 
+class LockLostError(StoreLockedError):
+    """A writer found, before a commit, that it no longer holds the store's lock: it stops uncommitted."""
+
+
 class NestedCaptureError(UsageError):
     """An interval was opened while another one is still profiling the same thread."""

@@ -104,8 +104,29 @@ def _profiler_for(file_name: str) -> str:
     return "cprofile" if file_name == CPROFILE_FILE else "pyinstrument"
 
 
-def _step(text: str, star: int | None) -> int | None:
-    return star if text == "*" else int(text)
+# What the store can hold: steps are int64, times are microseconds up to the last date Python knows.
+_STEP_RANGE = (-(2**63), 2**63 - 1)
+_MAX_TIME_US = 253_402_300_799_999_999.0  # 9999-12-31T23:59:59.999999Z
+
+
+def _step(text: str, star: int | None, dir_name: str = "") -> int | None:
+    if text == "*":
+        return star
+    step = int(text)
+    if not _STEP_RANGE[0] <= step <= _STEP_RANGE[1]:
+        raise LayoutError(f"stats directory {dir_name!r} names step {text}, outside the 64-bit range a step can hold")
+    return step
+
+
+def _times(start: str, end: str, dir_name: str) -> tuple[float, float]:
+    """The interval's start and end in microseconds, checked: a date, and not ending before it starts."""
+    start_time_us, end_time_us = float(start), float(end)
+    for value, text in ((start_time_us, start), (end_time_us, end)):
+        if not 0 <= value <= _MAX_TIME_US:
+            raise LayoutError(f"stats directory {dir_name!r} names time {text} us, which is no date (after year 9999)")
+    if end_time_us < start_time_us:
+        raise LayoutError(f"stats directory {dir_name!r} ends before it starts")
+    return start_time_us, end_time_us
 
 
 _BASES: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -135,9 +156,7 @@ def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:
             "{start_mode}-{start_step}-{start_phase}-{start_time_us}_{end_mode}-{end_step}-{end_phase}-{end_time_us}"
         )
     g = match.groupdict()
-    start_time_us, end_time_us = float(g["start_time"]), float(g["end_time"])
-    if end_time_us < start_time_us:
-        raise LayoutError(f"stats directory {dir_name!r} ends before it starts")
+    start_time_us, end_time_us = _times(g["start_time"], g["end_time"], dir_name)
     profiler = _profiler_for(file_name)
     if profiler_dir.lower() not in ("cprofile", "pyinstrument") or profiler_dir.lower() != profiler:
         raise LayoutError(
@@ -149,11 +168,11 @@ def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:
         profiler=profiler,
         node_id=node_id,
         start_mode=_check_name("mode", g["start_mode"], MODE_LABELS, dir_name),
-        start_step=_step(g["start_step"], -1),  # type: ignore[arg-type]
+        start_step=_step(g["start_step"], -1, dir_name),  # type: ignore[arg-type]
         start_phase=_check_name("phase", g["start_phase"], PHASE_LABELS, dir_name),
         start_time_us=start_time_us,
         end_mode=_check_name("mode", g["end_mode"], MODE_LABELS, dir_name),
-        end_step=_step(g["end_step"], None),
+        end_step=_step(g["end_step"], None, dir_name),
         end_phase=_check_name("phase", g["end_phase"], PHASE_LABELS, dir_name),
         end_time_us=end_time_us,
         layout="smdebug",
@@ -170,10 +189,9 @@ def _parse_legacy(parts: tuple[str, ...], file_name: str) -> IntervalPath:
             "naming: expected {node_id}/{start_mode}-{start_step}-{start_phase}-{start_us}_... or the legacy "
             "cProfile/{start_us}_{end_us}_{node_id}_{step}"
         )
-    start_time_us, end_time_us = float(match["start_time"]), float(match["end_time"])
-    if end_time_us < start_time_us:
-        raise LayoutError(f"stats directory {dir_name!r} ends before it starts")
-    step = int(match["step"])
+    start_time_us, end_time_us = _times(match["start_time"], match["end_time"], dir_name)
+    step = _step(match["step"], None, dir_name)
+    assert step is not None
     if step == -1:
         start, end = ("prestepzero", -1, "start"), ("train", 0, "stepstart")
     else:

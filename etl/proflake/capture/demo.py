@@ -37,10 +37,12 @@ def prepare_demo(store: Store, out: Path, *, stderr: Callable[[str], None]) -> s
     shift = time.time() - DEMO_START.timestamp()
     generate_sample_job(out, nodes=2, train_steps=4, eval_steps=2, clock=lambda: time.time() - shift)
 
-    store.create()
+    _check_demo_store(store)
+    _mark_demo_store(store)
     job_id = job_id_for(out.parts, out.parts)
-    store.delete_job(job_id)  # the demo's job replaces the one a previous demo ingested
-    report = ingest(str(out), store, log=stderr)
+    # Under the writer lock, in one commit, the sample job replaces what a previous demo ingested from
+    # the same folder (a full refresh is scoped to its source: nothing else is touched).
+    report = ingest(str(out), store, full_refresh=True, log=stderr)
     stderr(report.summary())
     stderr(f"store: {store.location}")
     return job_id
@@ -61,3 +63,33 @@ def demo_commands(job_id: str, store_args: list[str], report_page: str) -> list[
         ("pyinstrument: train steps 0-3, top 5", ["fetch", "by-step", "0", "3", *job, "--profiler", "pyinstrument", "--top", "5"]),
         ("An HTML report of the whole job (open it in a browser)", ["report", "job", *job, "--out", report_page]),
     ]
+
+
+# A demo store is marked so a later demo may write to it again; any other store must be empty.
+DEMO_MARK = "_proflake/demo-store"
+
+
+def _check_demo_store(store: Store) -> None:
+    """The demo writes only to a store it created (marked) or an empty one: never to real data."""
+    if not store.exists() or _is_marked(store):
+        return
+    store.create()  # a store missing a table created after it was written: only the check reads it
+    holds = sum(1 for _ in store.rows("intervals", ["job_id"])) + sum(1 for _ in store.rows("batches", ["batch_id"]))
+    if holds:
+        jobs = sorted({row[0] for row in store.rows("intervals", ["job_id"])})
+        named = f" (jobs: {', '.join(jobs[:5])}{', ...' if len(jobs) > 5 else ''})" if jobs else ""
+        raise ProflakeError(
+            f"the store at {store.location!r} holds data the demo did not write{named}; the demo writes only "
+            "to a store it creates or an empty one: pass --store with a new folder"
+        )
+
+
+def _is_marked(store: Store) -> bool:
+    return not store.is_remote and (Path(store.root) / DEMO_MARK).is_file()
+
+
+def _mark_demo_store(store: Store) -> None:
+    if not store.is_remote:
+        (Path(store.root) / DEMO_MARK).parent.mkdir(parents=True, exist_ok=True)
+        (Path(store.root) / DEMO_MARK).write_text("written by 'proflake demo'\n", encoding="utf-8")
+

@@ -7,7 +7,7 @@ module, registered on the ``cli`` group by importing it here.
 
 from __future__ import annotations
 
-from proflake.cli import demo, diff, export, fetch, inspect, report, sql, write  # noqa: F401 - each module registers its commands
+from proflake.cli import check, demo, diff, export, fetch, inspect, report, sql, write  # noqa: F401 - each module registers its commands
 from proflake.cli.common import cli
 
 __all__ = ["cli", "main"]

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @click.argument("source")
 @store_option
 @click.option("--job", metavar="ID", help="Job id for every interval (default: derived from the path above framework/).")
-@click.option("--full-refresh", is_flag=True, help="Rebuild the store from SOURCE instead of adding what is new.")
+@click.option("--full-refresh", is_flag=True, help="Parse every file under SOURCE again, replacing in one commit what was ingested from under SOURCE before (other sources' jobs stay).")
 @click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, help="Seconds to wait for another run's lock.")
 @click.option("--workers", type=click.IntRange(min=1), help="Parse worker processes (default: one per core).")
 @click.option("--max-file-mb", type=click.FloatRange(min=0), default=512, show_default=True,

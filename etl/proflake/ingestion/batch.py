@@ -26,19 +26,26 @@ import contextlib
 import itertools
 import os
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from datetime import datetime, timezone
 
-from proflake.errors import ProflakeError
+from proflake.errors import StoreError
 from proflake.ingestion.allocator import (
     _enter_system_allocator,
     _leave_system_allocator,
     _on_system_allocator,
 )
-from proflake.ingestion.bookkeeping import new_batch_id, record_event, unfinished_batches, update_quarantine
+from proflake.ingestion.bookkeeping import (
+    delete_dead_batches,
+    delete_orphan_facts,
+    missing_tables,
+    new_batch_id,
+    record_event,
+    unfinished_batches,
+    update_quarantine,
+)
 from proflake.ingestion.bookkeeping import repair as repair_store
 from proflake.ingestion.commit import (
     FactCommitter,
@@ -48,9 +55,19 @@ from proflake.ingestion.commit import (
     interval_keys,
     interval_row,
 )
-from proflake.ingestion.listing import Candidate, SortedListing, claim_intervals, discover, job_id_for
+from proflake.ingestion.listing import (
+    Candidate,
+    SortedListing,
+    claim_intervals,
+    discover,
+    job_folder,
+    job_id_for,
+    printable,
+    read_ahead,
+    source_prefix,
+)
 from proflake.ingestion.report import FailedFile, IngestReport, Progress
-from proflake.schema import INTERVAL_KEY_COLUMNS
+from proflake.schema import ALL_TABLES, DERIVED_TABLES, INTERVAL_KEY_COLUMNS
 from proflake.sources import Source, SourceObject, open_source
 from proflake.sources.local import LocalSource
 from proflake.sources.settings import S3Config
@@ -86,8 +103,6 @@ __all__ = [
 FLUSH_ROWS = 150_000
 # What runs under the lock after a batch commits: (store, log) -> anything.
 AfterCommit = Callable[[Store, Callable[[str], None]], object]
-# Objects being read at once; bounds memory to about this many stats files.
-READ_AHEAD = 32
 DEFAULT_MAX_FILE_MB = 512
 
 
@@ -149,6 +164,10 @@ class Batch:
         self.replaced: dict[str, str] = {}  # source_uri -> interval_id of the version being replaced
         self.empty = False  # no run has written to the store yet
         self.known: dict[str, tuple[str, int, str]] = {}  # source_uri -> (interval_id, size, version) ingested
+        # A full refresh: the live intervals ingested from under the source (source_uri -> interval_id),
+        # which its commit replaces; and whether they are every live interval of the store.
+        self.covered: dict[str, str] = {}
+        self.covers_store = False
         self.existing: dict[tuple, str] = {}  # the store's live intervals: key -> source_uri
         self.partials: dict[str, list[str]] = {}  # phase roll-up -> the workers' files of partial sums
         self.committer: FactCommitter | None = None
@@ -157,14 +176,23 @@ class Batch:
 
     def fail(self, obj: SourceObject, kind: str, message: str) -> None:
         """Quarantine one file: it is reported, and no longer replaces its previous version."""
-        self.report.failed.append(FailedFile(obj.uri, kind, message, obj.size, obj.version))
+        uri, message = printable(obj.uri), printable(message)
+        self.report.failed.append(FailedFile(uri, kind, message, obj.size, obj.version))
         self.replaced.pop(obj.uri, None)
-        self.say(f"failed: {obj.uri}: {message}")
+        self.say(f"failed: {uri}: {message}")
 
     def run(self, *, wait: float = 0.0, after_commit: AfterCommit | None = None) -> IngestReport:
         started = time.perf_counter()
         st, report = self.store, self.report
-        fresh = self.full_refresh or not st.exists()
+        exists = st.exists()
+        if exists or not st.is_remote:
+            missing = missing_tables(st)
+            if missing and (exists or len(missing) < len(ALL_TABLES) - len(DERIVED_TABLES)):
+                raise StoreError(
+                    f"the store at {st.location!r} is damaged: table(s) {', '.join(missing)} are missing; "
+                    f"run 'proflake check --store {st.location}' (and --repair to rebuild what can be)"
+                )
+        fresh = self.full_refresh or not exists
         st.create()
         if fresh:
             self.pool.start()  # every file will be new: the workers start while the store is opened and listed
@@ -200,7 +228,12 @@ class Batch:
         self.empty = all(st.delta(name).version() == 0 for name in ("batches", "intervals"))
         self.report.repaired = [] if self.empty else repair_store(st, log=self.say)
         clear_spool(st)
-        self.known = {} if self.full_refresh or self.empty else st.ingested_versions()
+        self.known = {} if self.empty else st.ingested_versions()
+        if self.full_refresh:
+            prefix = source_prefix(self.src)
+            self.covered = {uri: v[0] for uri, v in self.known.items() if uri.startswith(prefix)}
+            self.covers_store = len(self.covered) == len(self.known)
+            self.known = {}  # every file is parsed again
 
     def list(self) -> SortedListing:
         """Step 2: the source's new or changed stats files. Workers take a moment to start: they start
@@ -210,9 +243,13 @@ class Batch:
     def claim(self, listing: SortedListing) -> Iterator[tuple[Candidate, str]] | None:
         """Step 3: the files to parse, one per interval, with their jobs; None when there is nothing to
         commit (nothing new, and not a full refresh)."""
-        if not (self.full_refresh or self.empty or not listing.count):
-            self.existing = self.store.interval_keys()
-        todo = claim_intervals(listing, self.existing, self.known, self.replaced, self.fail, self.max_file_mb, self.bar)
+        if not (self.empty or not listing.count or self.covers_store):
+            # Other files' intervals: a file naming one of them is a duplicate (the full refresh's own
+            # earlier generations excepted, which it replaces).
+            self.existing = {k: u for k, u in self.store.interval_keys().items() if u not in self.covered}
+        # Jobs named after their folders: the store's jobs' folders, so a namesake from elsewhere is refused.
+        folders = None if self.job_id else {key[0]: job_folder(uri) for key, uri in self.existing.items()}
+        todo = claim_intervals(listing, self.existing, self.known, self.replaced, self.fail, self.max_file_mb, self.bar, folders)
         self.bar.reading(listing.count, listing.bytes)
         first = next(todo, None)
         if first is None:
@@ -238,7 +275,7 @@ class Batch:
         local = isinstance(self.src, LocalSource)
 
         def tasks() -> Iterator[Task]:
-            read = (((item, b"") for item in todo) if local else _read_ahead(self.src, todo))
+            read = (((item, b"") for item in todo) if local else read_ahead(self.src, todo))
             for index, ((candidate, job), data) in enumerate(read):
                 obj = candidate.stats
                 if isinstance(data, BaseException):
@@ -246,9 +283,14 @@ class Batch:
                     bar.advance(1, obj.size)
                     continue
                 report.bytes_read += len(data)
-                keys = interval_keys(candidate, job, report.batch_id)
+                try:  # everything computed from one file's path stops that file only
+                    keys = interval_keys(candidate, job, report.batch_id)
+                    interval = tuple(keys[c] for c in INTERVAL_KEY_COLUMNS)
+                except Exception as e:  # noqa: BLE001
+                    self.fail(obj, "layout", f"{obj.uri}: its path names values the store cannot hold ({type(e).__name__}: {e})")
+                    bar.advance(1, obj.size)
+                    continue
                 pending[index] = (candidate, keys)
-                interval = tuple(keys[c] for c in INTERVAL_KEY_COLUMNS)
                 if local:
                     yield Task(index, candidate.path.profiler, b"", interval, path=obj.uri, size=obj.size)
                 else:
@@ -295,12 +337,16 @@ class Batch:
             # Rows inside committed files change: deltalake's replaceWhere rewrites those files, and
             # holds the batch's intervals in memory to do it (only runs that met changed files pay).
             st.replace_intervals(intervals.reader(), report.batch_id, sorted(self.replaced))
+        elif self.full_refresh and not self.covers_store:
+            # The source's earlier generations go in the same commit: under its prefix, nothing else.
+            st.replace_intervals_under(intervals.reader(), report.batch_id, source_prefix(self.src))
         elif intervals.files or self.full_refresh:
             committer.add(intervals.files)
             committer.commit("intervals", intervals.files, replace_all=self.full_refresh)
         report.rows = {"intervals": intervals.num_rows, **committer.rows}
         report.new_intervals = intervals.num_rows
         report.replaced_intervals = len(self.replaced)
+        report.removed_intervals = len(self.covered)
         return ingested
 
     def clean_up(self, ingested: set[str]) -> None:
@@ -308,11 +354,17 @@ class Batch:
         ``ingested``) and the phase roll-ups."""
         st, report = self.store, self.report
         if self.intervals is not None:
-            if self.full_refresh:
+            if self.full_refresh and self.covers_store:
                 for name in FACT_TABLES:
                     st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
+            elif self.full_refresh:
+                delete_orphan_facts(st)  # the earlier generations' facts, and nothing live
             elif self.replaced:
                 st.delete_rows_of("interval_id", sorted(self.replaced.values()))
+            if not (self.full_refresh and self.covers_store):
+                live = {row[0] for row in st.rows("intervals", ["batch_id"])}
+                for dead in delete_dead_batches(st, live):
+                    self.say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
         if report.failed or not self.empty:
             update_quarantine(st, report, ingested, self.now)
         refresh_phase_rollups(st, report.batch_id, log=self.say, partials=self.partials)
@@ -324,24 +376,3 @@ class Batch:
 
 def _flush_rows() -> int:
     return int(os.environ.get("PROFLAKE_FLUSH_ROWS") or FLUSH_ROWS)
-
-
-def _read_ahead(
-    src: Source, items: Iterable[tuple[Candidate, str]]
-) -> Iterator[tuple[tuple[Candidate, str], bytes | BaseException]]:
-    """Read objects on a small thread pool, in order, with at most READ_AHEAD in flight (bounded memory)."""
-    pending: deque[tuple[tuple[Candidate, str], Future]] = deque()
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="proflake-read") as pool:
-        for item in items:
-            pending.append((item, pool.submit(src.read, item[0].stats)))
-            if len(pending) >= READ_AHEAD:
-                yield _settle(*pending.popleft())
-        while pending:
-            yield _settle(*pending.popleft())
-
-
-def _settle(item: tuple[Candidate, str], future: Future) -> tuple[tuple[Candidate, str], bytes | BaseException]:
-    try:
-        return item, future.result()
-    except ProflakeError as e:
-        return item, e

@@ -8,9 +8,13 @@ import secrets
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+import duckdb
+import pyarrow as pa
+
+from proflake.errors import StoreError
 from proflake.ingestion.commit import clear_spool
 from proflake.ingestion.report import IngestReport
-from proflake.schema import arrow_rows, arrow_schema
+from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
 from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view
 
@@ -64,21 +68,10 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
     abandoned = [b for b in unfinished if b not in committed]
     if abandoned:
         store.delete_rows_of("batch_id", abandoned)
+    con.close()
     if any(b in committed for b in unfinished):
         # Intervals committed, clean-up maybe not: drop facts whose interval is no longer live.
-        orphans = sorted(
-            {
-                row[0]
-                for name in FACT_TABLES
-                for row in con.sql(
-                    f"SELECT DISTINCT interval_id FROM {raw_view(name)} "
-                    "WHERE interval_id NOT IN (SELECT interval_id FROM intervals)"
-                ).fetchall()
-            }
-        )
-        if orphans:
-            store.delete_rows_of("interval_id", orphans)
-    con.close()
+        delete_orphan_facts(store)
     events = [{"batch_id": b, "event": "repaired" if b in committed else "abandoned", "recorded_at": now} for b in unfinished]
     store.append("batches", arrow_rows("batches", events), "repair")
     for event in events:
@@ -114,5 +107,76 @@ def record_event(store: Store, report: IngestReport, event: str, at: datetime) -
     # Written as the intervals and facts are: deltalake's writer and DuckDB's conversion paged ~50 MB
     # of their code into this process for one row, at the start of the parse, which needs neither.
     written = write_data_file("batches", rows, os.path.join(store.root, "batches"), report.batch_id, parquet_options(WRITER_PROPERTIES))
-    commit_data_files(store.delta("batches"), [written], report.batch_id)
+    table = store.delta("batches")
+    with store.committing():
+        commit_data_files(table, [written], report.batch_id)
     crash_points.committed()
+
+
+def delete_orphan_facts(store: Store, con: duckdb.DuckDBPyConnection | None = None) -> tuple[int, int]:
+    """Delete the fact rows of intervals that are not live (a generation a full refresh or a changed
+    file replaced, a batch whose intervals commit was lost); returns (batches, intervals) removed.
+    Call with the lock held.
+
+    A batch none of whose intervals is live goes in one delete per table (a full refresh of a nightly
+    source drops every earlier batch whole); otherwise only its intervals that are not live."""
+    own = con is None
+    con = con or store.connect(tables=FACT_TABLES, snapshot_intervals=False)
+    try:
+        live_batches = {row[0] for row in con.sql("SELECT DISTINCT batch_id FROM intervals").fetchall()}
+        dead_batches: set[str] = set()
+        orphans: set[str] = set()
+        for name in FACT_TABLES:
+            for batch, interval in con.sql(
+                f"SELECT DISTINCT batch_id, interval_id FROM {raw_view(name)} "
+                "WHERE interval_id NOT IN (SELECT interval_id FROM intervals)"
+            ).fetchall():
+                (orphans.add(interval) if batch in live_batches else dead_batches.add(batch))
+    finally:
+        if own:
+            con.close()
+    if dead_batches:
+        store.delete_rows_of("batch_id", sorted(dead_batches))
+    if orphans:
+        store.delete_rows_of("interval_id", sorted(orphans))
+    return len(dead_batches), len(orphans)
+
+
+def fact_batches(store: Store) -> set[str]:
+    """The batches whose rows the fact tables hold, from the Delta logs' file statistics (no data
+    read); a file whose statistics span several batches (compacted) names none of them."""
+    found: set[str] = set()
+    for name in FACT_TABLES:
+        actions = pa.RecordBatchReader.from_stream(store.delta(name).get_add_actions(flatten=True)).read_all()
+        if "min.batch_id" not in actions.column_names:
+            continue
+        for low, high in zip(actions["min.batch_id"].to_pylist(), actions["max.batch_id"].to_pylist()):
+            if low is not None and low == high:
+                found.add(low)
+    return found
+
+
+def delete_dead_batches(store: Store, live_batches: set[str]) -> list[str]:
+    """Delete the facts of batches none of whose intervals is live (``live_batches``: the batch ids in
+    ``intervals``), found from the logs alone: a batch whose intervals commit was lost (a damaged
+    ``intervals/_delta_log``) left them invisible, and its files are ingested again as a new
+    generation. Call with the lock held; returns the batches removed."""
+    dead = sorted(fact_batches(store) - live_batches)
+    if dead:
+        store.delete_rows_of("batch_id", dead)
+    return dead
+
+
+def missing_tables(store: Store) -> list[str]:
+    """The tables a store that exists lacks (derived ones excepted: a store older than them lacks them)."""
+    return [name for name in ALL_TABLES if name not in DERIVED_TABLES and not has_table(store, name)]
+
+
+def has_table(store: Store, name: str) -> bool:
+    if not store.is_remote:
+        return os.path.isdir(os.path.join(store.root, name, "_delta_log"))
+    try:
+        store.delta(name)
+        return True
+    except StoreError:
+        return False

@@ -23,8 +23,15 @@ from proflake.store.memory import release_memory
 from proflake.store.store import FACT_TABLES, Store, crash_points
 
 
-def interval_id(obj: SourceObject) -> str:
-    return hashlib.blake2b(f"{obj.uri}\x00{obj.size}\x00{obj.version}".encode(), digest_size=10).hexdigest()
+def interval_id(obj: SourceObject, batch_id: str) -> str:
+    """The id of one generation of one stats file: its URI, size and version as ingested by one batch.
+
+    The batch is part of it: a file ingested again (a full refresh, a re-ingest after a lost log
+    entry) is a new generation with a new id, so liveness, the fact views and the fetch joins, which
+    all key on interval_id, never count two generations of a file, and a killed run's clean-up can
+    tell the old generation's facts from the new one's (docs/data-safety.md)."""
+    text = f"{obj.uri}\x00{obj.size}\x00{obj.version}\x00{batch_id}"
+    return hashlib.blake2b(text.encode(errors="surrogateescape"), digest_size=10).hexdigest()
 
 
 
@@ -37,7 +44,7 @@ def interval_keys(candidate: Candidate, job_id: str, batch_id: str) -> dict:
     path, obj = candidate.path, candidate.stats
     assert obj is not None
     return {
-        "interval_id": interval_id(obj),
+        "interval_id": interval_id(obj, batch_id),
         "batch_id": batch_id,
         "job_id": job_id,
         "framework": path.framework,
@@ -197,7 +204,9 @@ class FactCommitter:
         if not self.store.is_remote:
             for f in files:
                 os.rename(f.local_path, os.path.join(self.store.root, name, f.name))
-        commit_data_files(self.store.delta(name), files, self.batch_id, replace_all=replace_all)
+        table = self.store.delta(name)
+        with self.store.committing():
+            commit_data_files(table, files, self.batch_id, replace_all=replace_all)
         crash_points.committed()
 
     def close(self) -> None:

@@ -11,7 +11,9 @@ import heapq
 import marshal
 import os
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO
 
@@ -35,6 +37,30 @@ class Candidate:
     stats: SourceObject | None = None
     html: SourceObject | None = None
 
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a name the file system gave as undecodable bytes (surrogate escapes)
+        return False
+    return True
+
+
+def printable(text: str) -> str:
+    """``text`` with undecodable bytes of a file name shown as \\xNN escapes: safe to print and store."""
+    return text if _is_utf8(text) else text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def job_folder(uri: str) -> str:
+    """The job folder a stats file lies in: its URI up to its framework/ folder."""
+    cut = uri.rfind("/framework/")
+    return uri[:cut] if cut >= 0 else uri.rsplit("/", 1)[0]
+
+
+def source_prefix(src: Source) -> str:
+    """What every source_uri listed under ``src`` starts with (a full refresh replaces those, no others)."""
+    return src.uri.rstrip("/") + "/"
 
 
 def job_id_for(base: tuple[str, ...], source_root: tuple[str, ...]) -> str:
@@ -82,7 +108,7 @@ def discover(
             settle(folders.pop())
         if obj.problem:
             # Never read, whatever its name says: a stats file is quarantined, anything else skipped.
-            if is_stats_file(obj.parts[-1]):
+            if obj.problem_kind == "vanished" or is_stats_file(obj.parts[-1]):
                 fail(obj, obj.problem_kind or "unsafe_path", f"{obj.uri} {obj.problem}")
             else:
                 report.unrecognised.append(obj.uri)
@@ -129,10 +155,13 @@ def claim_intervals(
     fail: Callable[[SourceObject, str, str], None],
     max_file_mb: float,
     bar: Progress,
+    job_folders: dict[str, str] | None = None,
 ) -> Iterator[tuple[Candidate, str]]:
     """The intervals to parse, with their jobs, in the listing's order: not over the size limit, and
     the first in path order of those naming one interval (``existing``: the store's live intervals,
-    key -> source_uri). Fills ``replaced`` with the changed files' previous interval ids."""
+    key -> source_uri). Fills ``replaced`` with the changed files' previous interval ids.
+    ``job_folders``: job id -> the folder the store's intervals of that job came from; a file of another
+    folder whose job id is taken is quarantined (two teams' ``run-7`` are never merged)."""
     # Intervals claimed so far, of one (job, node, start time) at a time: the listing's order puts
     # every file naming an interval next to each other.
     claimed: dict[tuple, str] = {}
@@ -148,7 +177,18 @@ def claim_intervals(
         if claiming != (job, node_id, start_time_us):
             claimed.clear()
             claiming = (job, node_id, start_time_us)
-        key = (job, candidate.path.profiler, node_id, start_time_us, candidate.path.end_time_us)
+        if job_folders is not None:
+            folder = job_folder(obj.uri)
+            taken = job_folders.setdefault(job, folder)
+            if taken != folder:
+                fail(obj, "job_conflict", f"{obj.uri}: job id {job!r} is taken by the job in {taken!r}; "
+                     "ingest this folder with --job ID to name its job (or the same ID to merge them)")
+                bar.advance(1, obj.size)
+                continue
+        # An interval is its job, profiler, node, boundaries and modes: two files differing only in mode
+        # (smdebug switching train -> eval within one microsecond) are two intervals.
+        p = candidate.path
+        key = (job, p.profiler, node_id, start_time_us, p.end_time_us, p.start_mode, p.end_mode)
         other = claimed.get(key) or existing.get(key)
         if other is not None and other != obj.uri:
             fail(obj, "duplicate", f"{obj.uri} describes the same interval as {other}")
@@ -276,6 +316,37 @@ def _parsed_path(
     except LayoutError as e:
         fail(obj, e.kind, f"{obj.uri}: {e}")
         return None
+    except Exception as e:  # noqa: BLE001 (whatever a hostile name does, it stops this file only
+        fail(obj, "layout", f"{obj.uri}: its path cannot be read as an interval ({type(e).__name__}: {e})")
+        return None
+    if path is not None and not _is_utf8(obj.uri):
+        fail(obj, "layout", f"{obj.uri}: its path is not UTF-8, which the store's string columns require; rename it")
+        return None
     if path is None:
         report.unrecognised.append(obj.uri)
     return path
+
+
+# Objects being read at once; bounds memory to about this many stats files.
+READ_AHEAD = 32
+
+
+def read_ahead(
+    src: Source, items: Iterable[tuple[Candidate, str]]
+) -> Iterator[tuple[tuple[Candidate, str], bytes | BaseException]]:
+    """Read objects on a small thread pool, in order, with at most READ_AHEAD in flight (bounded memory)."""
+    pending: deque[tuple[tuple[Candidate, str], Future]] = deque()
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="proflake-read") as pool:
+        for item in items:
+            pending.append((item, pool.submit(src.read, item[0].stats)))
+            if len(pending) >= READ_AHEAD:
+                yield _settle(*pending.popleft())
+        while pending:
+            yield _settle(*pending.popleft())
+
+
+def _settle(item: tuple[Candidate, str], future: Future) -> tuple[tuple[Candidate, str], bytes | BaseException]:
+    try:
+        return item, future.result()
+    except ProflakeError as e:
+        return item, e

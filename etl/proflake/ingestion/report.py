@@ -24,6 +24,7 @@ class IngestReport:
     intervals_seen: int = 0
     new_intervals: int = 0
     replaced_intervals: int = 0
+    removed_intervals: int = 0  # a full refresh: intervals of the source's earlier generations it dropped
     unchanged: int = 0
     unrecognised: list[str] = field(default_factory=list)
     failed: list[FailedFile] = field(default_factory=list)
@@ -42,8 +43,13 @@ class IngestReport:
         return sum(self.rows.values())
 
     def summary(self) -> str:
+        refreshed = (
+            f"; full refresh of {self.source}: {self.removed_intervals} interval(s) ingested from it before were removed"
+            if self.full_refresh
+            else ""
+        )
         if not self.files_seen:
-            return f"no files under {self.source}; nothing to ingest ({self.seconds:.2f} s)"
+            return f"no files under {self.source}; nothing to ingest{refreshed} ({self.seconds:.2f} s)"
         if self.files_seen and not self.new_intervals and not self.failed and not self.replaced_intervals:
             head = f"nothing new: {self.unchanged} stats file(s) already ingested"
         else:
@@ -53,7 +59,7 @@ class IngestReport:
             )
         return (
             f"{head}; {self.files_seen} file(s) seen, {len(self.unrecognised)} fit no layout; "
-            f"{self.total_rows} rows, {self.bytes_read} bytes read in {self.seconds:.2f} s"
+            f"{self.total_rows} rows, {self.bytes_read} bytes read in {self.seconds:.2f} s{refreshed}"
         )
 
     def to_dict(self) -> dict:
@@ -66,6 +72,7 @@ class IngestReport:
             "intervals_seen": self.intervals_seen,
             "new_intervals": self.new_intervals,
             "replaced_intervals": self.replaced_intervals,
+            "removed_intervals": self.removed_intervals,
             "unchanged": self.unchanged,
             "failed": [{"uri": f.uri, "kind": f.kind, "message": f.message} for f in self.failed],
             "unrecognised": self.unrecognised,

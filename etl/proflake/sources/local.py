@@ -73,6 +73,15 @@ class LocalSource:
                         subfolders.append(entry.name)
                     else:
                         files.append(entry)
+        except FileNotFoundError:
+            if folder == str(self.root):
+                raise SourceError(f"source folder {folder!r} vanished while it was listed") from None
+            # Deleted while the source was walked: skipped, and reported (the batch goes on).
+            yield SourceObject(
+                uri=folder, parts=parts, size=0, version="",
+                problem="vanished while the source was listed; skipped", problem_kind="vanished",
+            )
+            return []
         except OSError as error:
             raise SourceError(f"cannot list {folder!r}: {error.strerror}; check its permissions") from error
         files.sort(key=lambda e: e.name)

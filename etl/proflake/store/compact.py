@@ -58,7 +58,9 @@ def compact(
     # finding its own rows.
     with StoreLock(store, wait=wait, purpose="proflake compact"):
         for name in ALL_TABLES:
-            metrics = store.delta(name).optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=WRITER_PROPERTIES)
+            table = store.delta(name)
+            with store.committing():
+                metrics = table.optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=WRITER_PROPERTIES)
             report.tables[name] = {
                 "files_removed": int(metrics.get("numFilesRemoved", 0)),
                 "files_added": int(metrics.get("numFilesAdded", 0)),
@@ -67,9 +69,9 @@ def compact(
         if before_vacuum is not None:
             before_vacuum(store)
         for name in ALL_TABLES:
-            vacuumed = store.delta(name).vacuum(
-                retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False
-            )
+            table = store.delta(name)
+            with store.committing():
+                vacuumed = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
             report.tables[name]["files_vacuumed"] = len(vacuumed)
     report.seconds = time.perf_counter() - started
     return report

@@ -1,27 +1,64 @@
-"""One writer at a time per store, on local disk and on S3.
+"""One writer at a time per store, on local disk and on S3: a fenced lease lock.
 
-The lock is a small JSON object (``_proflake/writer.lock`` in the store) created only if absent:
-``O_CREAT | O_EXCL`` on disk, a conditional ``PutObject`` (``If-None-Match: *``) on S3. It names its
-holder (host, pid, a random token) and carries a lease that a background thread renews. A lock whose
-holder is gone must not block the next run: on the same host a holder whose process no longer exists
-is broken at once; from anywhere, a lease not renewed for LEASE_SECONDS expires.
+The lock is a small JSON object (``_proflake/writer.lock`` in the store) naming its holder (host, pid,
+a random token, its lease). Every change to it is an atomic conditional operation:
+
+* on S3, conditional requests: take it with ``PutObject If-None-Match: *``; break a stale one, renew
+  one's own, or release it only ``If-Match`` the ETag last seen (``PutObject`` / ``DeleteObject``);
+* on disk, the same compare-and-swap made atomic by an ``flock`` on ``writer.lock.mutex`` beside it,
+  held for each short operation (the kernel drops it if the process dies).
+
+Leases never compare two machines' clocks: a lock is stale when the store's own clock says it was not
+rewritten for its lease (S3's ``Last-Modified`` against the ``Date`` of the same answer; the file's
+mtime on disk), or when the contender itself watched it stay unchanged for the lease, or (same host)
+when its holder's process is gone. The holder renews every lease/3; a renewal that finds another
+token, or no renewal for 2/3 of the lease, marks the lock lost.
+
+Fencing: every commit of a holder runs inside ``StoreLock.fence()`` (Store calls it), which first
+checks that this holder still holds the lock (and renews it); a holder that lost it raises
+LockLostError before committing. On disk the check and the commit happen under the mutex, so no
+contender can break the lock in between; on S3 the check is a conditional renewal just before the
+commit, and only a pause longer than a whole lease between the two could interleave (the remaining
+window, stated in docs/data-safety.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from proflake.errors import StoreLockedError
+from proflake.errors import LockLostError, StoreLockedError
 
 LEASE_SECONDS = 180.0
 LOCK_NAME = "_proflake/writer.lock"
+# Test hooks (PROFLAKE_LOCK_TEST_HOOKS="delay:break=2,mark=DIR,lose:create,fail:renew"): pauses at named
+# points (announced by a file in DIR), lost answers, failing renewals, so tests can force each
+# interleaving with real processes.
+_HOOKS_ENV = "PROFLAKE_LOCK_TEST_HOOKS"
+
+
+def _hooks() -> dict[str, str]:
+    text = os.environ.get(_HOOKS_ENV, "")
+    return dict(item.split("=", 1) if "=" in item else (item, "") for item in text.split(",") if item)
+
+
+def _pause(point: str) -> None:
+    hooks = _hooks()
+    delay = hooks.get(f"delay:{point}")
+    if delay:
+        if hooks.get("mark"):  # tells the test the pause began: a file named after the point
+            Path(hooks["mark"], point).touch()
+        time.sleep(float(delay))
 
 
 @dataclass(frozen=True)
@@ -30,26 +67,35 @@ class LockInfo:
     pid: int
     token: str
     acquired: float
-    expires: float
+    expires: float  # the holder's own estimate, for people reading the file; staleness never uses it
     purpose: str
+    lease: float = LEASE_SECONDS
+    renewals: int = 0
 
     @classmethod
     def parse(cls, data: bytes) -> LockInfo | None:
         try:
             d = json.loads(data)
-            return cls(str(d["host"]), int(d["pid"]), str(d["token"]), float(d["acquired"]), float(d["expires"]), str(d.get("purpose", "")))
+            acquired, expires = float(d["acquired"]), float(d["expires"])
+            lease = float(d.get("lease", expires - acquired))
+            return cls(str(d["host"]), int(d["pid"]), str(d["token"]), acquired, expires, str(d.get("purpose", "")),
+                       lease, int(d.get("renewals", 0)))
         except (ValueError, KeyError, TypeError):
-            return None  # a torn or foreign file: treated as expired
+            return None  # a torn or foreign file: treated as stale
 
     def dumps(self) -> bytes:
         return json.dumps(self.__dict__).encode()
 
-    def is_stale(self, now: float) -> bool:
-        if self.expires < now:
-            return True
-        if self.host == socket.gethostname():
-            return not _process_alive(self.pid)
-        return False
+
+@dataclass(frozen=True)
+class Seen:
+    """The lock as one read saw it: its bytes, a tag that changes on every write, and its age by the
+    store's own clock (None when the store gave no clock)."""
+
+    data: bytes
+    tag: str
+    age: float | None
+    modified: datetime | None
 
 
 def _process_alive(pid: int) -> bool:
@@ -68,40 +114,64 @@ def _process_alive(pid: int) -> bool:
 
 
 class _LocalBackend:
+    """Compare-and-swap on a file, atomic under an flock of the mutex file beside it."""
+
     def __init__(self, root: str) -> None:
         self.path = Path(root) / LOCK_NAME
+        self.mutex = self.path.with_name(self.path.name + ".mutex")
+
+    @contextlib.contextmanager
+    def atomically(self) -> Iterator[None]:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.mutex, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # drops the flock
+
+    def read(self) -> Seen | None:
+        try:
+            with open(self.path, "rb") as f:
+                data, st = f.read(), os.fstat(f.fileno())
+        except FileNotFoundError:
+            return None
+        modified = datetime.fromtimestamp(st.st_mtime, tz=timezone.utc)
+        return Seen(data, f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}", time.time() - st.st_mtime, modified)
 
     def create(self, data: bytes) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "wb") as f:
+        with self.atomically():
+            if self.path.exists():
+                return False
+            self._write(data)
+            return True
+
+    def swap(self, seen_tag: str, data: bytes | None) -> bool:
+        """Replace (``data``) or remove (None) the lock if it is still the one seen."""
+        with self.atomically():
+            current = self.read()
+            if current is None or current.tag != seen_tag:
+                return False
+            if data is None:
+                self.path.unlink()
+            else:
+                self._write(data)
+            return True
+
+    def _write(self, data: bytes) -> None:
+        tmp = self.path.with_suffix(f".{secrets.token_hex(4)}.tmp")
+        with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        return True
-
-    def read(self) -> bytes | None:
-        try:
-            return self.path.read_bytes()
-        except FileNotFoundError:
-            return None
-
-    def replace(self, data: bytes) -> None:
-        tmp = self.path.with_suffix(f".{secrets.token_hex(4)}.tmp")
-        tmp.write_bytes(data)
         os.replace(tmp, self.path)
-
-    def remove(self) -> None:
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
 
 
 class _S3Backend:
+    """Compare-and-swap with S3's conditional writes."""
+
     def __init__(self, root: str, client) -> None:
         from proflake.sources.settings import split_s3_uri
 
@@ -109,103 +179,216 @@ class _S3Backend:
         self.key = f"{prefix}/{LOCK_NAME}" if prefix else LOCK_NAME
         self.client = client
 
-    def create(self, data: bytes) -> bool:
+    @contextlib.contextmanager
+    def atomically(self) -> Iterator[None]:
+        yield  # each request is atomic on its own
+
+    def _what(self) -> str:
+        return f"the store lock s3://{self.bucket}/{self.key}"
+
+    def read(self) -> Seen | None:
         from proflake.sources.settings import client_error_code, explain_client_error
 
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, IfNoneMatch="*")
-            return True
-        except Exception as e:  # botocore.exceptions.ClientError
-            if client_error_code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
-                return False
-            raise explain_client_error(e, f"the store lock s3://{self.bucket}/{self.key}") from e
-
-    def read(self) -> bytes | None:
-        from proflake.sources.settings import client_error_code, explain_client_error
-
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=self.key)["Body"].read()
+            answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except Exception as e:
             if client_error_code(e) in ("NoSuchKey", "404"):
                 return None
-            raise explain_client_error(e, f"the store lock s3://{self.bucket}/{self.key}") from e
+            raise explain_client_error(e, self._what()) from e
+        data = answer["Body"].read()
+        modified = answer.get("LastModified")
+        date = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        age = None
+        if modified is not None and date:
+            # Both from S3's clock; one-second resolution, so a second of allowance.
+            age = (parsedate_to_datetime(date) - modified).total_seconds() - 1.0
+        return Seen(data, answer["ETag"], age, modified)
 
-    def replace(self, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data)
+    def create(self, data: bytes) -> bool:
+        return self._put(data, IfNoneMatch="*", hook="create")
 
-    def remove(self) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self.key)
+    def swap(self, seen_tag: str, data: bytes | None) -> bool:
+        if data is not None:
+            return self._put(data, IfMatch=seen_tag, hook="swap")
+        from proflake.sources.settings import client_error_code, explain_client_error
+
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=seen_tag)
+            return True
+        except Exception as e:
+            if client_error_code(e) in ("PreconditionFailed", "NoSuchKey", "404", "ConditionalRequestConflict"):
+                return False
+            raise explain_client_error(e, self._what()) from e
+
+    def _put(self, data: bytes, *, hook: str, **condition: str) -> bool:
+        from proflake.sources.settings import client_error_code, explain_client_error
+
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
+            if f"lose:{hook}" in _hooks():
+                # Test hook: the write was applied but its answer lost (an HTTP 500), and the client
+                # sends it again, as botocore's retries do: the retry's condition now fails.
+                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
+            return True
+        except Exception as e:
+            # Whatever the answer, the lock itself says whose it is now: our own bytes (our token and
+            # renewal count) mean our write was applied.
+            current = self._read_quietly()
+            if current is not None and current.data == data:
+                return True
+            if client_error_code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
+                return False
+            raise explain_client_error(e, self._what()) from e
+
+    def _read_quietly(self) -> Seen | None:
+        try:
+            return self.read()
+        except Exception:  # noqa: BLE001 (the original error is the one to report)
+            return None
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class StoreLock:
     """``with StoreLock(store, wait=60): ...`` — raises StoreLockedError if another live run holds it."""
 
-    def __init__(self, store, *, wait: float = 0.0, purpose: str = "ingest", lease: float = LEASE_SECONDS) -> None:
+    def __init__(self, store, *, wait: float = 0.0, purpose: str = "ingest", lease: float | None = None) -> None:
         self.store = store
         self.wait = wait
         self.purpose = purpose
-        self.lease = lease
+        self.lease = lease if lease is not None else float(os.environ.get("PROFLAKE_LOCK_LEASE_S") or LEASE_SECONDS)
         self.backend = _S3Backend(store.root, store.s3.client()) if store.is_remote else _LocalBackend(store.root)
         self.info: LockInfo | None = None
+        self._tag: str | None = None  # our lock's tag as we last wrote it
+        self._renewed = 0.0  # time.monotonic() of our last successful write
+        self.lost: str | None = None  # why we no longer hold it
+        self._guard = threading.RLock()  # one of fence() and the renewer at a time
+        self._inside = threading.local()  # a fence within a fence (one commit calling another) is one
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
     def _new_info(self) -> LockInfo:
         now = time.time()
-        return LockInfo(socket.gethostname(), os.getpid(), secrets.token_hex(8), now, now + self.lease, self.purpose)
+        return LockInfo(socket.gethostname(), os.getpid(), secrets.token_hex(8), now, now + self.lease, self.purpose, self.lease)
 
     def acquire(self) -> None:
         deadline = time.monotonic() + self.wait
+        watched: dict[str, float] = {}  # tag -> when we first saw it (our own clock)
         while True:
             info = self._new_info()
             if self.backend.create(info.dumps()):
-                self.info = info
-                self._start_renewing()
+                self._hold(info)
                 return
-            raw = self.backend.read()
-            holder = LockInfo.parse(raw) if raw is not None else None
-            if raw is None:
+            seen = self.backend.read()
+            if seen is None:
                 continue  # released between our attempt and the read: try again at once
-            if holder is None or holder.is_stale(time.time()):
-                self._break(raw)
+            watched.setdefault(seen.tag, time.monotonic())
+            holder = LockInfo.parse(seen.data)
+            if self._is_stale(seen, holder, time.monotonic() - watched[seen.tag]):
+                _pause("break")  # between judging it stale and taking it over
+                if self.backend.swap(seen.tag, info.dumps()):  # only the lock we judged stale
+                    self._hold(info)
+                    return
                 continue
             if time.monotonic() >= deadline:
-                raise StoreLockedError(
-                    f"the store at {self.store.location!r} is in use by {holder.purpose or 'another run'} "
-                    f"(pid {holder.pid} on {holder.host}, lease until {time.strftime('%H:%M:%S', time.localtime(holder.expires))}); "
-                    "wait for it, or pass --wait SECONDS"
-                )
+                raise StoreLockedError(self._busy_message(seen, holder))
             time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
 
-    def _break(self, seen: bytes) -> None:
-        # Remove only the lock we judged stale: if it changed meanwhile, its new holder is alive.
-        if self.backend.read() == seen:
-            self.backend.remove()
+    def _is_stale(self, seen: Seen, holder: LockInfo | None, watched_for: float) -> bool:
+        if holder is None:
+            return True
+        if holder.host == socket.gethostname() and not _process_alive(holder.pid):
+            return True
+        if seen.age is not None and seen.age > holder.lease:
+            return True
+        return watched_for > holder.lease
 
-    def _start_renewing(self) -> None:
-        def renew() -> None:
-            while not self._stop.wait(self.lease / 3):
-                if self.info is None:
-                    return
-                self.info = LockInfo(**{**self.info.__dict__, "expires": time.time() + self.lease})
-                try:
-                    self.backend.replace(self.info.dumps())
-                except Exception:
-                    pass  # a missed renewal only shortens the lease; the next one retries
+    def _busy_message(self, seen: Seen, holder: LockInfo | None) -> str:
+        lease = holder.lease if holder else self.lease
+        ends = ""
+        if seen.modified is not None:
+            from datetime import timedelta
 
-        self._renewer = threading.Thread(target=renew, name="proflake-lock-renewer", daemon=True)
+            ends = f", lease ends {_utc(seen.modified + timedelta(seconds=lease))} unless renewed"
+        who = f"{holder.purpose or 'another run'} (pid {holder.pid} on {holder.host}{ends})" if holder else "another run"
+        return f"the store at {self.store.location!r} is in use by {who}; wait for it, or pass --wait SECONDS"
+
+    def _hold(self, info: LockInfo) -> None:
+        seen = self.backend.read()
+        self.info, self._tag, self._renewed, self.lost = info, seen.tag if seen else None, time.monotonic(), None
+        if seen is None or seen.data != info.dumps():
+            self.lost = "the lock vanished right after it was taken"
+        self.store.fence = self.fence
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew_loop, name="proflake-lock-renewer", daemon=True)
         self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            with self._guard:
+                self._renew()
+
+    def _renew(self) -> None:
+        """Rewrite our lock if it is still ours; mark it lost if not, or if renewals fail too long."""
+        if self.info is None or self.lost:
+            return
+        _pause("renew")
+        info = LockInfo(**{**self.info.__dict__, "expires": time.time() + self.lease, "renewals": self.info.renewals + 1})
+        try:
+            if "fail:renew" in _hooks():
+                raise OSError("test hook: renewal failed")
+            if self.backend.swap(self._tag, info.dumps()):
+                seen = self.backend.read()
+                if seen is not None and seen.data == info.dumps():
+                    self.info, self._tag, self._renewed = info, seen.tag, time.monotonic()
+                    return
+            self.lost = "another run took the lock over"
+        except Exception as e:  # noqa: BLE001 (a failed renewal only shortens the lease, until it ends)
+            if time.monotonic() - self._renewed > self.lease * 2 / 3:
+                self.lost = f"it could not be renewed for {self.lease * 2 / 3:.0f} s ({e})"
+
+    @contextlib.contextmanager
+    def fence(self) -> Iterator[None]:
+        """Around each commit: check (by renewing) that we hold the lock, then commit; raise
+        LockLostError before committing if not. On disk the commit runs under the mutex."""
+        if getattr(self._inside, "depth", 0):
+            yield
+            return
+        with self._guard:
+            self._renew()
+            if self.lost is None and isinstance(self.backend, _LocalBackend):
+                _pause("commit")  # between the check and the commit
+            with self.backend.atomically():
+                if self.lost is None and isinstance(self.backend, _LocalBackend):
+                    seen = self.backend.read()
+                    if seen is None or seen.tag != self._tag:
+                        self.lost = "another run took the lock over"
+                if self.lost is not None:
+                    raise LockLostError(
+                        f"this run lost the writer lock of the store at {self.store.location!r}: {self.lost}; "
+                        "it stopped before its next commit (the store is consistent); run it again"
+                    )
+                if not isinstance(self.backend, _LocalBackend):
+                    _pause("commit")
+                self._inside.depth = 1
+                try:
+                    yield
+                finally:
+                    self._inside.depth = 0
 
     def release(self) -> None:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join(timeout=5)
-        if self.info is not None:
-            raw = self.backend.read()
-            current = LockInfo.parse(raw) if raw else None
-            if current is not None and current.token == self.info.token:
-                self.backend.remove()
-        self.info = None
+        with self._guard:
+            if getattr(self.store, "fence", None) == self.fence:
+                self.store.fence = None
+            if self.info is not None and self._tag is not None and not self.lost:
+                with contextlib.suppress(Exception):
+                    self.backend.swap(self._tag, None)  # only if it is still ours
+            self.info = None
 
     def __enter__(self) -> StoreLock:
         self.acquire()

@@ -10,9 +10,10 @@ invisible until the next run removes them (etl/proflake/ingestion/batch.py, ``re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -119,6 +120,9 @@ class Store:
             self.root = str(Path(self.location).expanduser().absolute())
             self.s3 = None
         self._options: dict[str, str] | None = None
+        # Set by the writer lock while it is held: every commit runs inside it (fencing,
+        # etl/proflake/store/lock.py).
+        self.fence: Callable[[], contextlib.AbstractContextManager] | None = None
         self._scratch: duckdb.DuckDBPyConnection | None = None  # for rows(), opened on first use
 
     def __repr__(self) -> str:
@@ -177,10 +181,15 @@ class Store:
             return DeltaTable(self.table_uri(name), storage_options=self.storage_options)
         except TableNotFoundError as e:
             raise StoreError(
-                f"table {name!r} is missing from the store at {self.location!r}; re-run 'proflake ingest'"
+                f"table {name!r} is missing from the store at {self.location!r}; run 'proflake check --store "
+                f"{self.location}' (and --repair to rebuild what can be)"
             ) from e
 
     # -- writing --------------------------------------------------------------------------------
+    def committing(self) -> contextlib.AbstractContextManager:
+        """Wrap each commit: the writer lock's fence (the commit happens only while the lock is held)."""
+        return self.fence() if self.fence is not None else contextlib.nullcontext()
+
     def _prepare(self, name: str, rows: pa.Table) -> pa.Table:
         spec = table_spec(name)
         rows = rows.select(spec.column_names).cast(spec.arrow_schema)
@@ -195,6 +204,11 @@ class Store:
         (dictionary-encoded ones included, which Delta stores as their value type)."""
         if rows.num_rows == 0:
             return
+        with self.committing():
+            self._append(name, rows, batch_id, presorted)
+        crash_points.committed()
+
+    def _append(self, name: str, rows: pa.Table, batch_id: str, presorted: bool) -> None:
         write_deltalake(
             self.table_uri(name),
             rows if presorted else self._prepare(name, rows),
@@ -203,7 +217,6 @@ class Store:
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
-        crash_points.committed()
 
     def replace_intervals(self, rows: pa.RecordBatchReader, batch_id: str, replaced_uris: list[str]) -> None:
         """The visibility point of a batch that met changed files: in ONE commit, add its intervals
@@ -214,10 +227,21 @@ class Store:
         predicate = f"batch_id = {sql_string(batch_id)} OR source_uri IN ({uris})"
         self._overwrite("intervals", rows, predicate, batch_id)
 
+    def replace_intervals_under(self, rows: pa.RecordBatchReader, batch_id: str, prefix: str) -> None:
+        """A scoped full refresh's visibility point: in ONE commit, add its intervals (``rows``) and drop
+        every interval whose source_uri starts with ``prefix`` (the source's earlier generations)."""
+        predicate = f"batch_id = {sql_string(batch_id)} OR starts_with(source_uri, {sql_string(prefix)})"
+        self._overwrite("intervals", rows, predicate, batch_id)
+
     def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
         """Replace the rows matching ``predicate`` (all rows when None) with ``rows``, in one commit.
         A table is put in the declared column order and sorted; a stream must come that way already
         (it is written as it arrives, never held whole)."""
+        with self.committing():
+            self._write_over(name, rows, predicate, batch_id)
+        crash_points.committed()
+
+    def _write_over(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
         write_deltalake(
             self.table_uri(name),
             self._prepare(name, rows) if isinstance(rows, pa.Table) else rows,
@@ -227,10 +251,11 @@ class Store:
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
-        crash_points.committed()
 
     def delete_where(self, name: str, predicate: str) -> None:
-        self.delta(name).delete(predicate)
+        table = self.delta(name)
+        with self.committing():
+            table.delete(predicate)
         crash_points.committed()
 
     def delete_rows_of(self, column: str, values: list[str], tables: tuple[str, ...] = FACT_TABLES) -> None:
@@ -340,10 +365,12 @@ class Store:
         return files, delta
 
     def interval_keys(self) -> dict[tuple, str]:
-        """(job_id, profiler, node_id, start_time_us, end_time_us) -> source_uri of every live interval."""
+        """(job_id, profiler, node_id, start_time_us, end_time_us, start_mode, end_mode) -> source_uri of
+        every live interval."""
         if not self.exists():
             return {}
-        rows = self.rows("intervals", ["job_id", "profiler", "node_id", "start_time_us", "end_time_us", "source_uri"])
+        columns = ["job_id", "profiler", "node_id", "start_time_us", "end_time_us", "start_mode", "end_mode", "source_uri"]
+        rows = self.rows("intervals", columns)
         return {row[:-1]: row[-1] for row in rows}
 
     def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str) -> None:

@@ -1,0 +1,34 @@
+"""proflake check: verify a store, one line per finding with its remedy; --repair rebuilds what it can."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from proflake.cli.common import cli, say, store_option
+from proflake.errors import ExitCode
+from proflake.store.store import Store
+
+
+@cli.command()
+@store_option
+@click.option("--repair", is_flag=True, help="Rebuild what can be rebuilt (under the writer lock) and say what cannot.")
+@click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, help="Seconds to wait for another run's lock.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
+def check(store: Store, repair: bool, wait: float, as_json: bool) -> None:
+    """Verify the store: tables, data files, unfinished batches, facts against live intervals, roll-ups.
+    Exits 0 when the store is sound (or every finding was repaired), 1 otherwise."""
+    from proflake.ingestion.check import check as run_check
+
+    report = run_check(store, repair_damage=repair, wait=wait)
+    for finding in report.findings:
+        click.echo(finding.line())
+    for source in report.reingested:
+        say(f"parsed the lost files of {source} again")
+    say(f"store {store.location}: " + ("sound" if not report.findings else f"{len(report.findings)} finding(s)"
+        + ("" if not repair else (", all repaired" if report.ok else ", some cannot be repaired"))))
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1))
+    if not report.ok:
+        raise SystemExit(ExitCode.FAILURE)

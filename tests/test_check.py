@@ -1,0 +1,67 @@
+"""``proflake check [--repair]`` (etl/proflake/ingestion/check.py): each kind of damage is one line with its
+remedy, ingest refuses a damaged store instead of recreating a table empty, and --repair restores what it
+claims to (the store then equals a clean ingest)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from proflake import Profiles, ingest
+from proflake.store.store import Store
+from test_batches import build_corpus, snapshot
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "proflake.cli", *args], capture_output=True, text=True, check=False)
+
+
+def _setup(tmp_path: Path) -> tuple[Path, Path, dict]:
+    src, store = tmp_path / "src", tmp_path / "store"
+    build_corpus(src, nodes=2, steps=3, pyinstrument_every=2)
+    ingest(str(src), str(store))
+    ingest(str(src), str(tmp_path / "reference"))
+    return src, store, snapshot(str(tmp_path / "reference"))
+
+
+def _phases(store: Path) -> list:
+    return sorted(Profiles(str(store)).by_job_phase(all_jobs=True).table.to_pylist(), key=str)
+
+
+def test_a_deleted_fact_table_is_named_by_ingest_and_check_and_repaired_from_its_source(tmp_path):
+    src, store, clean = _setup(tmp_path)
+    assert _cli("check", "--store", str(store)).returncode == 0
+    shutil.rmtree(store / "function_stats")
+    refused = _cli("ingest", str(src), "--store", str(store))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].endswith(
+        f"is damaged: table(s) function_stats are missing; run 'proflake check --store {store}' (and --repair to rebuild what can be)"
+    )
+    found = _cli("check", "--store", str(store))
+    assert found.returncode == 1 and "Traceback" not in found.stderr
+    assert "damage: missing_table: table 'function_stats' is missing; 'proflake check --repair" in found.stdout
+    repaired = _cli("check", "--repair", "--store", str(store))
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "repaired: interval_without_facts:" in repaired.stdout and f"parsed the lost files of {src}" in repaired.stderr
+    assert snapshot(str(store)) == clean
+    assert _cli("check", "--store", str(store)).returncode == 0
+
+
+def test_a_truncated_fact_file_and_a_lost_rollup_file_are_found_and_rebuilt(tmp_path):
+    _, store, clean = _setup(tmp_path)
+    phases = _phases(store)
+    victim = Path(Store(store).delta("function_callers").file_uris()[0])
+    victim.write_bytes(victim.read_bytes()[:100])
+    Path(Store(store).delta("phase_function_stats").file_uris()[0]).unlink()
+    found = _cli("check", "--store", str(store))
+    assert found.returncode == 1
+    lines = found.stdout.strip().splitlines()
+    assert any(line.startswith("damage: bad_file: table 'function_callers': data file") and "does not read as Parquet" in line for line in lines)
+    assert any(line.startswith("damage: bad_file: table 'phase_function_stats': data file") and "is missing" in line for line in lines)
+    repaired = _cli("check", "--repair", "--store", str(store))
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert snapshot(str(store)) == clean
+    assert _phases(store) == phases
+    assert _cli("check", "--store", str(store)).returncode == 0

@@ -1,0 +1,223 @@
+"""Nothing lost, nothing doubled (docs/data-safety.md): full refreshes killed at every commit and at random
+moments while readers ask the same questions in a loop, a lost intervals log entry, a full refresh scoped
+to its source. Real processes, killed with SIGKILL and SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from helpers.profiles import JobBuilder, write_cprofile
+from helpers.safety_reader import answer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from proflake import ingest
+from proflake.store.store import Store
+from test_batches import build_corpus, run_ingest, snapshot
+
+HERE = Path(__file__).resolve().parent
+
+
+@contextmanager
+def readers(store: Path, tmp_path: Path, count: int = 1):
+    """Reader processes asking the store the same questions in a loop; yields the list their answers
+    fill once they stop."""
+    stop = tmp_path / "stop-readers"
+    outs = [tmp_path / f"reader-{i}.jsonl" for i in range(count)]
+    procs = [
+        subprocess.Popen([sys.executable, str(HERE / "helpers" / "safety_reader.py"), str(store), str(out), str(stop)])
+        for out in outs
+    ]
+    answers: list[dict] = []
+    try:
+        yield answers
+    finally:
+        stop.touch()
+        for proc in procs:
+            proc.wait(timeout=120)
+        for out in outs:
+            if out.exists():
+                answers.extend(json.loads(line) for line in out.read_text().splitlines() if line.strip())
+        stop.unlink()
+
+
+def _wait(proc: subprocess.Popen) -> int:
+    proc.communicate(timeout=300)
+    return proc.returncode
+
+
+def test_full_refresh_killed_after_every_commit_and_at_random_never_shows_two_generations(tmp_path):
+    src, store, reference = tmp_path / "src", tmp_path / "store", tmp_path / "reference"
+    build_corpus(src, nodes=2, steps=3, pyinstrument_every=2)
+    ingest(str(src), str(reference))
+    expected, clean = answer(str(reference)), snapshot(str(reference))
+    assert expected["by_step_calls"] > 0 and expected["frames"] > 0
+    ingest(str(src), str(store))
+    outcomes = []
+    with readers(store, tmp_path) as answers:
+        commit = 0
+        while True:  # SIGKILL right after each commit of the full refresh, until a run gets through
+            commit += 1
+            rc = _wait(run_ingest(src, store, "--full-refresh", env={"PROFLAKE_KILL_AFTER_COMMITS": str(commit)}))
+            outcomes.append((commit, rc))
+            if rc == 0:
+                break
+            assert rc == -signal.SIGKILL, outcomes
+            assert answer(str(store)) == expected, f"after a kill at commit {commit}"
+            ingest(str(src), str(store))  # the next nightly run repairs
+            assert snapshot(str(store)) == clean, f"recovered after a kill at commit {commit}"
+        assert commit > 6, outcomes  # the kills reached past the intervals commit, into the clean-up
+        rng = random.Random(18)
+        for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGKILL):
+            proc = run_ingest(src, store, "--full-refresh")
+            time.sleep(rng.uniform(0.5, 4.0))
+            proc.send_signal(sig)
+            rc = _wait(proc)
+            outcomes.append((sig.name, rc))
+            assert answer(str(store)) == expected
+            ingest(str(src), str(store))
+            assert snapshot(str(store)) == clean
+    assert answers, "the readers never answered"
+    wrong = [a for a in answers if a != expected]
+    assert not wrong, (len(wrong), len(answers), wrong[:3], expected)
+
+
+def test_a_lost_intervals_log_entry_rolls_back_and_the_next_run_does_not_double(tmp_path):
+    src, store, reference = tmp_path / "src", tmp_path / "store", tmp_path / "reference"
+    build_corpus(src, nodes=1, steps=3)
+    ingest(str(src), str(store))
+    first = answer(str(store))
+    build_corpus(tmp_path / "more", nodes=2, steps=3)
+    shutil.copytree(tmp_path / "more" / "job-1" / "framework" / "pytorch" / "cprofile" / "algo-2",
+                    src / "job-1" / "framework" / "pytorch" / "cprofile" / "algo-2")
+    assert ingest(str(src), str(store)).new_intervals > 0
+    log = store / "intervals" / "_delta_log"
+    latest = max(log.glob("*.json"))
+    latest.unlink()  # the intervals commit of the second batch is lost
+    assert answer(str(store)) == first  # rolled back, whole
+    again = ingest(str(src), str(store))
+    assert again.new_intervals > 0
+    ingest(str(src), str(reference))
+    assert snapshot(str(store)) == snapshot(str(reference))  # no second generation, visible or hidden
+
+
+def _two_sources(tmp_path: Path) -> tuple[Path, Path]:
+    one, two = tmp_path / "team-a", tmp_path / "team-b"
+    build_corpus(one, nodes=1, steps=2)
+    build_corpus(two, nodes=2, steps=2)
+    (two / "job-1").rename(two / "job-2")
+    return one, two
+
+
+def test_full_refresh_replaces_only_what_its_source_covers(tmp_path):
+    one, two = _two_sources(tmp_path)
+    store, reference = tmp_path / "store", tmp_path / "reference"
+    for source in (one, two):
+        ingest(str(source), str(store))
+        ingest(str(source), str(reference))
+    covered = Store(store).connect().sql(
+        f"SELECT count(*) FROM intervals WHERE starts_with(source_uri, '{one}/')"
+    ).fetchall()[0][0]
+    proc = subprocess.run(
+        [sys.executable, "-m", "proflake.cli", "ingest", str(one), "--store", str(store), "--full-refresh", "--json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["removed_intervals"] == covered == summary["new_intervals"] > 0
+    assert f"{covered} interval(s) ingested from it before were removed" in proc.stderr
+    jobs = {row[0] for row in Store(store).connect().sql("SELECT DISTINCT job_id FROM intervals").fetchall()}
+    assert jobs == {"job-1", "job-2"}
+    assert snapshot(str(store)) == snapshot(str(reference))
+    # Files gone from the source go with a full refresh; the other source's stay.
+    shutil.rmtree(one / "job-1" / "framework" / "pytorch" / "pyinstrument")
+    os.environ.pop("PROFLAKE_KILL_AFTER_COMMITS", None)
+    report = ingest(str(one), str(store), full_refresh=True)
+    assert report.removed_intervals == covered and report.new_intervals < covered
+    assert {row[0] for row in Store(store).connect().sql("SELECT DISTINCT job_id FROM intervals").fetchall()} == jobs
+
+
+def test_demo_refuses_a_store_holding_another_job_and_replaces_only_its_own(tmp_path):
+    build_corpus(tmp_path / "src", nodes=1, steps=2)
+    real = tmp_path / "real-store"
+    ingest(str(tmp_path / "src"), str(real))
+    before = snapshot(str(real))
+    demo = [sys.executable, "-m", "proflake.cli", "demo", "--out", str(tmp_path / "sample")]
+    refused = subprocess.run([*demo, "--store", str(real)], capture_output=True, text=True, check=False)
+    assert refused.returncode == 1, refused.stderr
+    assert "holds data the demo did not write (jobs: job-1)" in refused.stderr and "Traceback" not in refused.stderr
+    assert snapshot(str(real)) == before
+    # Its own store: a second demo replaces the sample job, under the lock, in one commit.
+    own = tmp_path / "demo-store"
+    for _ in range(2):
+        done = subprocess.run([*demo, "--store", str(own)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+    assert Store(own).connect().sql("SELECT job_id, count(*) FROM intervals GROUP BY ALL").fetchall() == [("sample", 30)]
+
+
+def test_intervals_differing_only_in_mode_are_two_intervals(tmp_path):
+    job = JobBuilder(tmp_path / "src" / "job-1")
+    job.cprofile("algo-1", "train-4-stepend-5000_eval-0-stepstart-5000", "a")
+    job.cprofile("algo-1", "train-4-stepend-5000_train-5-stepstart-5000", "b")
+    report = ingest(str(tmp_path / "src"), str(tmp_path / "store"))
+    assert (report.new_intervals, report.failed) == (2, [])
+
+
+def test_two_teams_run_7_are_never_merged_into_one_job(tmp_path):
+    for team in ("team-a", "team-b"):
+        JobBuilder(tmp_path / team / "run-7").cprofile("algo-1", "train-0-stepstart-1000_train-0-stepend-2000", "a")
+    store = str(tmp_path / "store")
+    assert ingest(str(tmp_path / "team-a"), store).new_intervals == 1
+    refused = ingest(str(tmp_path / "team-b"), store)
+    assert refused.new_intervals == 0 and [f.kind for f in refused.failed] == ["job_conflict"]
+    assert "job id 'run-7' is taken by the job in" in refused.failed[0].message and "--job" in refused.failed[0].message
+    named = ingest(str(tmp_path / "team-b"), store, job_id="team-b/run-7")
+    assert named.new_intervals == 1 and not named.failed
+    jobs = Store(store).connect().sql("SELECT job_id, count(*) FROM intervals GROUP BY ALL ORDER BY ALL").fetchall()
+    assert jobs == [("run-7", 1), ("team-b/run-7", 1)]
+
+
+# Hostile folder names and metadata beside good files: huge, negative, NaN-like times and steps, names
+# that are not UTF-8, folders that vanish while the source is walked.
+_TIMES = st.sampled_from(["1000", "99999999999999999999999", "1e400", "nan", "-5", "1000.5", "0"])
+_STEPS = st.sampled_from(["1", "-1", "*", str(2**63), str(2**63 - 1), str(-(2**63) - 1), "99999999999999999999"])
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    start=_TIMES, end=_TIMES, step=_STEPS, mode=st.sampled_from(["train", "eval", "bogus"]),
+    raw_name=st.binary(min_size=1, max_size=6).filter(lambda b: b"/" not in b and b"\x00" not in b and b not in (b".", b"..")),
+    vanish=st.booleans(),
+)
+def test_hostile_folder_names_quarantine_their_files_and_the_good_files_land(tmp_path_factory, start, end, step, mode, raw_name, vanish):
+    root = tmp_path_factory.mktemp("hostile")
+    src = root / "src"
+    job = JobBuilder(src / "job-1")
+    good = [job.cprofile("algo-1", f"train-{s}-stepstart-{1000 + 100 * s}_train-{s}-stepend-{1050 + 100 * s}", "a") for s in range(3)]
+    hostile = job.stats_dir("cprofile", "algo-1", f"{mode}-{step}-stepstart-{start}_{mode}-{step}-stepend-{end}")
+    write_cprofile(hostile, "b")
+    node = os.fsencode(job.stats_dir("cprofile", "algo-2", "x").parent)
+    odd = os.path.join(node, raw_name)  # a node folder whose name is any bytes
+    os.makedirs(os.path.join(odd, b"train-0-stepstart-10_train-0-stepend-20"))
+    shutil.copy(good[0], os.path.join(odd, b"train-0-stepstart-10_train-0-stepend-20", b"python_stats"))
+    env = {**os.environ}
+    if vanish:
+        env["PROFLAKE_TEST_VANISH"] = os.fsdecode(os.path.join(node, raw_name))
+    done = subprocess.run(
+        [sys.executable, str(HERE / "helpers" / "vanishing_ingest.py"), str(src), str(root / "store")],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 3), done.stderr
+    report = json.loads(done.stdout)
+    landed = {row[0] for row in Store(root / "store").connect().sql("SELECT source_uri FROM intervals").fetchall()}
+    assert {str(p) for p in good} <= landed
+    assert all(isinstance(f["message"], str) and f["kind"] for f in report["failed"])
