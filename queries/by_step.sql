@@ -1,6 +1,6 @@
 -- by_step: intervals inside a step range of one mode (smdebug fetch_profile_stats_by_step).
 -- Matches with smdebug's in_step_interval rule (see macros.sql) and start_mode = end_mode = $mode.
--- Parameters: $start_step, $end_step (DOUBLE; +inf for '*'), $mode, $start_phase, $end_phase, scope ($job_ids, $node_id, $profiler, $source_prefix).
+-- Parameters: $start_step, $end_step (BIGINT; 2^63-1 for '*' at the end), $mode, $start_phase, $end_phase, scope ($job_ids, $node_id, $profiler, $source_prefix).
 -- Columns: interval_row, the rowid of each selected interval (Profiles gathers every column of those rows
 -- from its Arrow copy of intervals: converting ~30 columns to Arrow cost more than the query).
 SELECT rowid AS interval_row

@@ -6,7 +6,8 @@
 --       (NULL = all nodes), to want_profiler (NULL = both profilers) and was read from below
 --       want_prefix (NULL = from anywhere).
 --   step_end(end_step)
---       the end step as a number, with '*' (stored as NULL, "until the end") as +infinity.
+--       the end step as a BIGINT (steps compare as integers, exactly), with '*' (stored as NULL, "until the
+--       end") as the largest step, 2^63-1.
 --   in_step_interval(start_step, end_step, start_phase, end_phase,
 --                    want_start_step, want_end_step, want_start_phase, want_end_phase)
 --       smdebug's StepPythonProfileStats.in_step_interval rule, verbatim: an interval strictly inside
@@ -27,7 +28,7 @@ CREATE OR REPLACE MACRO in_scope(
     AND (want_profiler IS NULL OR profiler = want_profiler)
     AND (want_prefix IS NULL OR starts_with(source_uri, want_prefix));
 
-CREATE OR REPLACE MACRO step_end(end_step) AS coalesce(CAST(end_step AS DOUBLE), CAST('inf' AS DOUBLE));
+CREATE OR REPLACE MACRO step_end(end_step) AS coalesce(CAST(end_step AS BIGINT), CAST(9223372036854775807 AS BIGINT));
 
 CREATE OR REPLACE MACRO in_step_interval(
     start_step, end_step, start_phase, end_phase,

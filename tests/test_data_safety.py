@@ -19,7 +19,7 @@ from helpers.profiles import JobBuilder, write_cprofile
 from helpers.safety_reader import answer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from proflake import ingest
+from proflake import Profiles, ingest
 from proflake.store.store import Store
 from test_batches import build_corpus, run_ingest, snapshot
 
@@ -221,3 +221,13 @@ def test_hostile_folder_names_quarantine_their_files_and_the_good_files_land(tmp
     landed = {row[0] for row in Store(root / "store").connect().sql("SELECT source_uri FROM intervals").fetchall()}
     assert {str(p) for p in good} <= landed
     assert all(isinstance(f["message"], str) and f["kind"] for f in report["failed"])
+
+
+def test_steps_compare_as_integers_at_the_top_of_their_range(tmp_path):
+    job = JobBuilder(tmp_path / "src" / "job-1")
+    for step, start in ((2**63 - 2, 1000), (2**63 - 1, 2000)):
+        job.cprofile("algo-1", f"train-{step}-stepstart-{start}_train-{step}-stepend-{start + 500}", "a")
+    store = str(tmp_path / "store")
+    assert ingest(str(tmp_path / "src"), store).new_intervals == 2
+    picked = Profiles(store).by_step(2**63 - 1, all_jobs=True).intervals
+    assert [row["start_step"] for row in picked.to_pylist()] == [2**63 - 1]

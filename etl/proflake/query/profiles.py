@@ -556,18 +556,31 @@ def _profiler(profiler: str | None) -> str | None:
     return name
 
 
-def parse_step(value: Step, *, at_end: bool) -> float:
-    """A step as the SQL compares it: '*' is -1 at the start and +infinity at the end, like smdebug."""
+# Steps are compared as the 64-bit integers the store holds (a DOUBLE cannot tell 2**63-1 from 2**63-2);
+# '*' at the end ("until the end") is the largest one, as NULL end steps are in the step_end macro.
+STEP_MAX = 2**63 - 1
+
+
+def parse_step(value: Step, *, at_end: bool) -> int:
+    """A step as the SQL compares it: '*' is -1 at the start and the largest step at the end, like smdebug."""
     if isinstance(value, str):
         text = value.strip()
         if text == "*":
-            return math.inf if at_end else -1
+            return STEP_MAX if at_end else -1
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
             raise UsageError(f"step {value!r} is not a whole number or '*'") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"step {value!r} is not a whole number or '*'")
+    if isinstance(value, float):
+        if value == math.inf and at_end:
+            return STEP_MAX
+        if not value.is_integer():
+            raise UsageError(f"step {value!r} is not a whole number or '*'")
+        value = int(value)
+    if not -(2**63) <= value <= STEP_MAX:
+        raise UsageError(f"step {value} is outside the 64-bit range a step can hold")
     return value
 
 
@@ -587,8 +600,8 @@ def _method_params(spec: FetchMethod, a: dict[str, Any]) -> dict[str, Any]:
         end_raw = a.get("end_step")
         end_step = start_step if end_raw is None else parse_step(end_raw, at_end=True)
         return {
-            "start_step": float(start_step),
-            "end_step": float(end_step),
+            "start_step": start_step,
+            "end_step": end_step,
             "mode": mode_label(a.get("mode", "train")),
             "start_phase": phase_label(a.get("start_phase", "stepstart")),
             "end_phase": phase_label(a.get("end_phase", "stepend")),
