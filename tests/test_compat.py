@@ -635,7 +635,8 @@ def test_legacy_tensorflow_files(tmp_path):
 
 # -- scoping: a notebook sees the files it pointed at, however full the store -----------------------------
 def test_each_source_sees_only_its_own_files(tmp_path):
-    # Same folder name twice: proflake names both jobs "job"; the answers must still stay apart.
+    # Same folder name twice: the second is job "y/job" (a job id never merges two folders); the
+    # answers stay apart by source in any case.
     first = JobBuilder(tmp_path / "x" / "job")
     first.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
     second = JobBuilder(tmp_path / "y" / "job")
@@ -653,9 +654,9 @@ def test_each_source_sees_only_its_own_files(tmp_path):
     check(c.fetch_profile_stats_by_step(0), scan(sibling.base))
     assert len(a.list_profile_stats()) == 1 and len(b.list_profile_stats()) == 2
     check(a.fetch_profile_stats_by_time(0, 1), scan(first.base))
-    # The store alone, job "job": both folders named job, which a job id cannot tell apart.
-    whole = cProfileAnalysis(store=store, job="job")
-    assert len(whole.list_profile_stats()) == 3
+    # The store alone: the first folder is job "job", the second keeps its parent folder's name.
+    assert len(cProfileAnalysis(store=store, job="job").list_profile_stats()) == 1
+    assert len(cProfileAnalysis(store=store, job="y/job").list_profile_stats()) == 2
 
 
 def test_store_without_source(cp, mixed, store, sample_files):

@@ -185,6 +185,20 @@ def test_two_teams_run_7_are_never_merged_into_one_job(tmp_path):
     assert jobs == [("run-7", 1), ("team-b/run-7", 1)]
 
 
+def test_qualify_jobs_keeps_parent_folders_until_the_job_id_is_free(tmp_path):
+    # What the smdebug-compatible classes ask for: never refused, never merged, the same id every run.
+    for team in ("a/team", "b/team", "c/team"):
+        JobBuilder(tmp_path / team / "run-7").cprofile("algo-1", "train-0-stepstart-1000_train-0-stepend-2000", "a")
+    store = str(tmp_path / "store")
+    for team in ("a/team", "b/team", "c/team", "b/team"):
+        report = ingest(str(tmp_path / team), store, qualify_jobs=True)
+        assert not report.failed
+    JobBuilder(tmp_path / "b/team/run-7").cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
+    assert ingest(str(tmp_path / "b/team"), store, qualify_jobs=True).new_intervals == 1
+    jobs = Store(store).connect().sql("SELECT job_id, count(*) FROM intervals GROUP BY ALL ORDER BY ALL").fetchall()
+    assert jobs == [("c/team/run-7", 1), ("run-7", 1), ("team/run-7", 2)]
+
+
 # Hostile folder names and metadata beside good files: huge, negative, NaN-like times and steps, names
 # that are not UTF-8, folders that vanish while the source is walked.
 _TIMES = st.sampled_from(["1000", "99999999999999999999999", "1e400", "nan", "-5", "1000.5", "0"])

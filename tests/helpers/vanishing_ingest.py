@@ -20,7 +20,7 @@ if target:
 
     LocalSource._files_of = vanishing
 
-from proflake.cli import main
+from proflake.cli import main  # noqa: E402 - imported after the patch above
 
 sys.argv = ["proflake", "ingest", sys.argv[1], "--store", sys.argv[2], "--json"]
 main()

@@ -113,6 +113,7 @@ def ingest(
     *,
     job_id: str | None = None,
     full_refresh: bool = False,
+    qualify_jobs: bool = False,
     s3: S3Config | None = None,
     wait: float = 0.0,
     workers: int | None = None,
@@ -128,13 +129,16 @@ def ingest(
     A bad file never raises: it is reported, quarantined in ``ingest_errors`` and retried next run.
     Parsing runs in ``workers`` processes (default: one per core) limited to ``worker_memory_mb``.
     ``after_commit(store, log)`` runs under the lock once the batch is committed (the BI catalogs'
-    refresh, given by ``proflake.operations.ingest``).
+    refresh, given by ``proflake.operations.ingest``). A job folder named like a job of the store that
+    came from another folder is quarantined (``job_conflict``), unless ``qualify_jobs``: its job id then
+    keeps as many parent folders as tell it apart (``team-b/run-7``), which the smdebug-compatible
+    classes use, as they scope every answer by source and never name jobs.
     """
     s3 = s3 or S3Config.from_env()
     st = store if isinstance(store, Store) else Store(store, s3=s3)
     src = open_source(source, s3) if isinstance(source, str) else source
     pool = ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s)
-    batch = Batch(src, st, pool, job_id=job_id, full_refresh=full_refresh, max_file_mb=max_file_mb, log=log, progress=progress)
+    batch = Batch(src, st, pool, job_id=job_id, full_refresh=full_refresh, qualify_jobs=qualify_jobs, max_file_mb=max_file_mb, log=log, progress=progress)
     return batch.run(wait=wait, after_commit=after_commit)
 
 
@@ -149,6 +153,7 @@ class Batch:
         *,
         job_id: str | None = None,
         full_refresh: bool = False,
+        qualify_jobs: bool = False,
         max_file_mb: float = DEFAULT_MAX_FILE_MB,
         log: Callable[[str], None] | None = None,
         progress: Progress | None = None,
@@ -156,6 +161,7 @@ class Batch:
         self.src, self.store, self.pool = src, store, pool
         self.job_id = job_id
         self.full_refresh = full_refresh
+        self.qualify_jobs = qualify_jobs
         self.max_file_mb = max_file_mb
         self.say = log or (lambda message: None)
         self.bar = progress or Progress()
@@ -249,7 +255,7 @@ class Batch:
             self.existing = {k: u for k, u in self.store.interval_keys().items() if u not in self.covered}
         # Jobs named after their folders: the store's jobs' folders, so a namesake from elsewhere is refused.
         folders = None if self.job_id else {key[0]: job_folder(uri) for key, uri in self.existing.items()}
-        todo = claim_intervals(listing, self.existing, self.known, self.replaced, self.fail, self.max_file_mb, self.bar, folders)
+        todo = claim_intervals(listing, self.existing, self.known, self.replaced, self.fail, self.max_file_mb, self.bar, folders, self.qualify_jobs)
         self.bar.reading(listing.count, listing.bytes)
         first = next(todo, None)
         if first is None:

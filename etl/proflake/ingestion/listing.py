@@ -58,6 +58,18 @@ def job_folder(uri: str) -> str:
     return uri[:cut] if cut >= 0 else uri.rsplit("/", 1)[0]
 
 
+def qualified_job(job: str, folder: str, job_folders: dict[str, str]) -> str:
+    """The shortest id for the job in ``folder`` that ends with ``job``'s own and keeps one more parent
+    folder each time it is taken by another folder (``team-b/run-7``, then ``data/team-b/run-7``);
+    recorded in ``job_folders``. The same folder gets the same id on every run."""
+    parts = [part for part in folder.split("/") if part]
+    for length in range(len(job.split("/")) + 1, len(parts) + 1):
+        candidate = "/".join(parts[-length:])
+        if job_folders.setdefault(candidate, folder) == folder:
+            return candidate
+    return folder
+
+
 def source_prefix(src: Source) -> str:
     """What every source_uri listed under ``src`` starts with (a full refresh replaces those, no others)."""
     return src.uri.rstrip("/") + "/"
@@ -156,12 +168,14 @@ def claim_intervals(
     max_file_mb: float,
     bar: Progress,
     job_folders: dict[str, str] | None = None,
+    qualify_jobs: bool = False,
 ) -> Iterator[tuple[Candidate, str]]:
     """The intervals to parse, with their jobs, in the listing's order: not over the size limit, and
     the first in path order of those naming one interval (``existing``: the store's live intervals,
     key -> source_uri). Fills ``replaced`` with the changed files' previous interval ids.
     ``job_folders``: job id -> the folder the store's intervals of that job came from; a file of another
-    folder whose job id is taken is quarantined (two teams' ``run-7`` are never merged)."""
+    folder whose job id is taken is quarantined (two teams' ``run-7`` are never merged), or with
+    ``qualify_jobs`` given the job id ``qualified_job`` makes for it."""
     # Intervals claimed so far, of one (job, node, start time) at a time: the listing's order puts
     # every file naming an interval next to each other.
     claimed: dict[tuple, str] = {}
@@ -180,7 +194,9 @@ def claim_intervals(
         if job_folders is not None:
             folder = job_folder(obj.uri)
             taken = job_folders.setdefault(job, folder)
-            if taken != folder:
+            if taken != folder and qualify_jobs:
+                job = qualified_job(job, folder, job_folders)
+            elif taken != folder:
                 fail(obj, "job_conflict", f"{obj.uri}: job id {job!r} is taken by the job in {taken!r}; "
                      "ingest this folder with --job ID to name its job (or the same ID to merge them)")
                 bar.advance(1, obj.size)

@@ -256,7 +256,7 @@ class PythonProfileAnalysis:
 
     def _ingest(self) -> None:
         assert self.source is not None
-        report = self.profiles.ingest(self.source)
+        report = self.profiles.ingest(self.source, qualify_jobs=True)
         self.last_ingest = report
         for failed in report.failed:
             log.warning("skipped %s (%s): %s", failed.uri, failed.kind, failed.message)
