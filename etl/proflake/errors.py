@@ -15,6 +15,10 @@ class ExitCode(IntEnum):
     PARTIAL = 3  # ingest finished, but some stats files could not be ingested
     BUSY = 4  # another ingest or compaction holds the store's writer lock
     REGRESSION = 5  # proflake diff --fail-on: a significant slowdown at or over the threshold
+    LIMIT = 6  # a query ran past --timeout or --memory-limit, and was stopped
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): stopped cleanly, 128 + the signal's number as shells report it
+    HANGUP = 129  # SIGHUP: stopped as for SIGTERM
+    TERMINATED = 143  # SIGTERM: stopped cleanly (lock released, workers stopped, nothing half-visible)
 
 
 class ProflakeError(Exception):
@@ -64,6 +68,16 @@ class QueryError(ProflakeError):
     """DuckDB rejected a query; the message carries DuckDB's own explanation."""
 
 
+class QueryLimitError(QueryError):
+    """A query ran past its time or memory limit and was stopped; the message names the option to raise."""
+
+    exit_code = ExitCode.LIMIT
+
+
+class StaleSnapshotError(ProflakeError):
+    """A reader's files were removed by compaction's vacuum after it opened the store."""
+
+
 class ReadOnlyError(QueryError):
     """A statement that would write or change state was refused before it ran."""
 
@@ -80,3 +94,14 @@ class LockLostError(StoreLockedError):
 
 class NestedCaptureError(UsageError):
     """An interval was opened while another one is still profiling the same thread."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: unwinds like Ctrl-C (every ``finally`` and ``except KeyboardInterrupt``
+    cleans up: the lock, the spool, the workers, a running query) and exits with 128 + the signal."""
+
+    def __init__(self, signum: int, name: str) -> None:
+        self.signum = signum
+        self.name = name
+        self.exit_code = 128 + signum
+        super().__init__(f"{name} received")

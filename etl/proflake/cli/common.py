@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from proflake.errors import ExitCode, ProflakeError, UsageError
+from proflake.errors import ExitCode, ProflakeError, Terminated, UsageError
 from proflake.query.names import PROFILERS
 from proflake.render.output import BINARY_FORMATS, FORMATS
 from proflake.store.location import default_store_location
@@ -161,6 +161,21 @@ def _remember_columns(ctx: click.Context, _param: click.Parameter, value: str | 
     ctx.meta[_COLUMNS_KEY] = parse_columns(value)
 
 
+DEFAULT_TIMEOUT = 600.0  # seconds: a cron'd or BI-driven query should not run unbounded by default
+
+
+def limit_options(f: Callable) -> Callable:
+    """--timeout and --memory-limit, handed to the command as ``timeout`` and ``memory_limit``."""
+    f = click.option(
+        "--memory-limit", metavar="SIZE",
+        help="Cap the memory DuckDB may use, e.g. 4GB or 512MiB (default: DuckDB's 80% of RAM).",
+    )(f)
+    return click.option(
+        "--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT, show_default=True, metavar="SECONDS",
+        help="Stop a query that runs longer than this (0 = no limit). Ctrl-C also stops it.",
+    )(f)
+
+
 def output_options(f: Callable) -> Callable:
     """--format, --output and --columns; ``emit`` reads --columns, so commands take only fmt and output."""
     f = click.option(
@@ -198,6 +213,24 @@ class ProflakeGroup(click.Group):
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(ExitCode.OK)
+        except Terminated as e:
+            say(f"proflake: stopped by {e.name}; the writer lock is released and nothing half-written is visible")
+            ctx.exit(e.exit_code)
+        except KeyboardInterrupt:
+            say("proflake: interrupted (Ctrl-C)")
+            ctx.exit(ExitCode.INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as e:
+            # A library's own error (DuckDB, deltalake/object_store, boto3, the OS) that no layer below
+            # named: one sentence, never a traceback. Anything else is a bug and keeps its traceback.
+            from proflake.store.faults import explain
+
+            explained = explain(e)
+            if explained is None:
+                raise
+            say(f"proflake: error: {explained}")
+            ctx.exit(explained.exit_code)
 
 
 def scope_options_without_node(f: Callable) -> Callable:

@@ -10,6 +10,7 @@ import click
 from proflake.cli.common import (
     cli,
     emit,
+    limit_options,
     output_options,
     say,
     scope_options,
@@ -37,6 +38,7 @@ def fetch_options(f: Callable) -> Callable:
     )(f)
     f = click.option("--per-node", is_flag=True, help="Keep node_id as a group key instead of adding nodes up.")(f)
     f = output_options(f)
+    f = limit_options(f)
     f = scope_options(f)
     return store_option(f)
 
@@ -45,7 +47,7 @@ def _run_fetch(method: str, options: dict[str, Any], **arguments: Any) -> None:
     from proflake.query.hints import what_exists
     from proflake.query.profiles import Profiles
 
-    profiles = Profiles(options.pop("store"))
+    profiles = Profiles(options.pop("store"), timeout=options.pop("timeout"), memory_limit=options.pop("memory_limit"))
     fmt, output, prof = options.pop("fmt"), options.pop("output"), options.pop("prof")
     result = profiles.fetch(method, **options, callers=bool(prof), **arguments)
     if result.empty:

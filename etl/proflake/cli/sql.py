@@ -11,6 +11,7 @@ import click
 from proflake.cli.common import (
     cli,
     emit,
+    limit_options,
     output_options,
     say,
     store_option,
@@ -27,12 +28,16 @@ if TYPE_CHECKING:
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Bind $NAME to VALUE (repeatable).")
 @click.option("--schema", "show_schema", is_flag=True, help="Print the tables and views with their columns and types.")
 @output_options
-def sql(query: str | None, store: Store, params: tuple[str, ...], show_schema: bool, fmt: str, output: str | None) -> None:
+@limit_options
+def sql(
+    query: str | None, store: Store, params: tuple[str, ...], show_schema: bool, fmt: str, output: str | None,
+    timeout: float, memory_limit: str | None,
+) -> None:
     """Run QUERY (SQL text, a .sql file, or - for stdin) over the store's tables and views, read-only:
     only queries run; $NAME parameters are bound by DuckDB."""
     from proflake.query.profiles import Profiles
 
-    profiles = Profiles(store)
+    profiles = Profiles(store, timeout=timeout, memory_limit=memory_limit)
     if show_schema:
         if query is not None or params:
             raise click.UsageError("--schema takes no QUERY or --param")

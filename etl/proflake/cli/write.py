@@ -12,6 +12,7 @@ from proflake.cli.common import (
     say,
     store_option,
 )
+from proflake.cli.signals import graceful_termination
 from proflake.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -59,11 +60,12 @@ def ingest(
         raise click.UsageError("--step and --mode are for plain files, with --job and --node")
     progress = progress_for_stderr()
     try:
-        report = run_ingest(
-            target, store, job_id=job, full_refresh=full_refresh, s3=s3, allow_empty=allow_empty,
-            wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
-            log=progress.log, progress=progress,
-        )
+        with graceful_termination():
+            report = run_ingest(
+                target, store, job_id=job, full_refresh=full_refresh, s3=s3, allow_empty=allow_empty,
+                wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
+                log=progress.log, progress=progress,
+            )
     finally:
         progress.done()
     for uri in report.unrecognised[:20]:
@@ -87,7 +89,8 @@ def compact(store: Store, retention_hours: int, wait: float, as_json: bool) -> N
     """Rewrite small files into large ones and vacuum old ones, without changing any query result."""
     from proflake.operations import compact as run_compact
 
-    report = run_compact(store, retention_hours=retention_hours, wait=wait)
+    with graceful_termination():
+        report = run_compact(store, retention_hours=retention_hours, wait=wait)
     say(report.summary())
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=1))

@@ -12,20 +12,22 @@ from __future__ import annotations
 import math
 import pstats
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
 
 from proflake import sql as queries
-from proflake.errors import UnknownNameError, UsageError
+from proflake.errors import StaleSnapshotError, UnknownNameError, UsageError
 from proflake.modes import PythonProfileModes, StepPhase, mode_label, phase_label
+from proflake.query.bounded import Bounds
 from proflake.query.names import PROFILERS, SORT_KEYS
 from proflake.query.registry import FETCH_METHOD_NAMES, FetchMethod, fetch_method
 from proflake.store import rollups
+from proflake.store.faults import STALE, is_vacuumed
 from proflake.store.store import FileSpans, Store
 from proflake.times import TimeLike, epoch_seconds
 
@@ -35,6 +37,7 @@ GROUP_COLUMNS = ("node_id", "start_mode", "end_mode", "job_phase")
 # roll-up -> the same answer from the derived phase tables (etl/proflake/store/rollups.py), when they are fresh
 _PHASE_ROLLUPS = {"rollup_cprofile": "phase_rollup_cprofile", "rollup_callers": "phase_rollup_callers"}
 
+T = TypeVar("T")
 Step = int | str  # an int, or "*" (before step 0 at the start, until the end at the end)
 
 
@@ -203,10 +206,20 @@ def _filter_group(table: pa.Table, columns: Sequence[str], values: tuple) -> pa.
 class Profiles:
     """Questions about the profiles in one store. Reuses one DuckDB connection until ``refresh()``."""
 
-    def __init__(self, store: Store | str | None = None, *, source_prefix: str | None = None) -> None:
-        """``source_prefix`` limits every question to stats files read from below that path or URI."""
+    def __init__(
+        self,
+        store: Store | str | None = None,
+        *,
+        source_prefix: str | None = None,
+        timeout: float | None = None,
+        memory_limit: str | None = None,
+    ) -> None:
+        """``source_prefix`` limits every question to stats files read from below that path or URI.
+        ``timeout`` (seconds) stops any one query that runs longer (QueryLimitError); ``memory_limit``
+        ('4GB') caps DuckDB's memory instead of its default 80% of RAM. Ctrl-C stops a running query."""
         self.store = store if isinstance(store, Store) else Store(store)
         self.source_prefix = source_prefix
+        self.bounds = Bounds(timeout, memory_limit)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._files: dict[str, FileSpans] = {}
         # A second cursor on the same database and the thread that uses it: a fetch that will need the
@@ -220,6 +233,7 @@ class Profiles:
         if self._con is None:
             con, self._files = self.store.connect_with_files()
             queries.install_macros(con)
+            self.bounds.configure(con)
             self._con = con
         return self._con
 
@@ -235,11 +249,6 @@ class Profiles:
         self._con = None
         self._memo.clear()
 
-    def _run(self, name: str, params: dict[str, Any]) -> pa.Table:
-        """Run queries/<name>.sql (the one place a question reaches the engine; proflake.spark answers
-        the same questions on Spark by overriding it)."""
-        return queries.run_named(self.connection(), name, params)
-
     def _memoised(self, key: tuple, compute: Any) -> Any:
         if key not in self._memo:
             self._memo[key] = compute()
@@ -247,6 +256,30 @@ class Profiles:
 
     def close(self) -> None:
         self.refresh()
+        self.bounds.close()
+
+    def _fresh(self, call: Callable[[], T]) -> T:
+        """``call()``; if compaction's vacuum removed files this reader had listed, refresh once and
+        call again; if that fails the same way, one sentence saying so (StaleSnapshotError)."""
+        try:
+            return call()
+        except Exception as e:
+            if not is_vacuumed(e):
+                raise
+        self.refresh()
+        try:
+            return call()
+        except Exception as e:
+            if is_vacuumed(e):
+                raise StaleSnapshotError(STALE) from e
+            raise
+
+    def _run(self, name: str, params: dict[str, Any]) -> pa.Table:
+        """Run queries/<name>.sql on the fetch connection, within the time limit and interruptible (the
+        one place a question reaches the engine; proflake.spark answers the same questions on Spark by
+        overriding it)."""
+        con = self.connection()
+        return self.bounds.run(con, lambda: queries.run_named(con, name, params))
 
     def ingest(self, source: str, **kwargs: Any):  # -> IngestReport
         from proflake.operations import ingest
@@ -257,15 +290,15 @@ class Profiles:
 
     # -- listings ---------------------------------------------------------------------------------
     def jobs(self, profiler: str | None = None) -> pa.Table:
-        return self._run("list_jobs", {"profiler": _profiler(profiler), "source_prefix": self.source_prefix})
+        return self._fresh(lambda: self._run("list_jobs", {"profiler": _profiler(profiler), "source_prefix": self.source_prefix}))
 
     def batches(self) -> pa.Table:
         """Ingest runs, newest first (queries/list_batches.sql)."""
-        return self._run("list_batches", {})
+        return self._fresh(lambda: self._run("list_batches", {}))
 
     def errors(self, kind: str | None = None) -> pa.Table:
         """The quarantine, newest failure first (queries/list_errors.sql)."""
-        return self._run("list_errors", {"error_kind": kind})
+        return self._fresh(lambda: self._run("list_errors", {"error_kind": kind}))
 
     def job_ids(self) -> list[str]:
         return list(self._memoised(("job_ids", self.source_prefix), lambda: self.jobs()["job_id"].to_pylist()))
@@ -273,8 +306,11 @@ class Profiles:
     def nodes(
         self, *, job: str | Sequence[str] | None = None, all_jobs: bool = False, profiler: str | None = None
     ) -> list[str]:
-        scope = self.scope(job=job, all_jobs=all_jobs, node=None, profiler=profiler, default_profiler=False)
-        return self._run("list_node_ids", scope.params())["node_id"].to_pylist()
+        def run() -> list[str]:
+            scope = self.scope(job=job, all_jobs=all_jobs, node=None, profiler=profiler, default_profiler=False)
+            return self._run("list_node_ids", scope.params())["node_id"].to_pylist()
+
+        return self._fresh(run)
 
     def list_profile_stats(
         self,
@@ -284,8 +320,11 @@ class Profiles:
         node: str | None = None,
         profiler: str | None = None,
     ) -> pa.Table:
-        scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler, default_profiler=False)
-        return self._select("list_profile_stats", scope.params())
+        def run() -> pa.Table:
+            scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler, default_profiler=False)
+            return self._select("list_profile_stats", scope.params())
+
+        return self._fresh(run)
 
     def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
         """The intervals a selection query picks (it returns their rowids), in the query's order."""
@@ -298,7 +337,10 @@ class Profiles:
         gathered here (why: docs/internals.md, "Selections return row ids").
         """
         return self._memoised(
-            ("intervals",), lambda: self.connection().sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
+            ("intervals",),
+            lambda: self.bounds.run(
+                self.connection(), lambda: self.connection().sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
+            ),
         )
 
     # -- scope ------------------------------------------------------------------------------------
@@ -374,6 +416,25 @@ class Profiles:
         ``callers=True`` says the caller edges will be wanted (``to_pstats``, ``write_prof``): a cProfile
         result then aggregates them alongside the functions, on a second DuckDB cursor, rather than after.
         """
+        return self._fresh(
+            lambda: self._fetch(method, job=job, all_jobs=all_jobs, node=node, profiler=profiler, per_node=per_node,
+                                sort=sort, top=top, callers=callers, **arguments)
+        )
+
+    def _fetch(
+        self,
+        method: str,
+        *,
+        job: str | Sequence[str] | None,
+        all_jobs: bool,
+        node: str | None,
+        profiler: str | None,
+        per_node: bool,
+        sort: str,
+        top: int | None,
+        callers: bool,
+        **arguments: Any,
+    ) -> FetchResult:
         spec = fetch_method(method)
         method = spec.name
         if sort not in SORT_KEYS:
@@ -399,15 +460,25 @@ class Profiles:
         edges = self._rollup_aside(intervals, "rollup_callers", rollup_params) if callers and cprofile else None
         try:
             table = self._rollup(intervals, "rollup_cprofile" if cprofile else "rollup_pyinstrument", rollup_params)
-        finally:
-            edge_table = edges.result() if edges is not None else None  # never left running on error
+        except BaseException:
+            if edges is not None:  # never left running: stopped (time limit, Ctrl-C) or failed, stop it too
+                if self._side is not None:
+                    self._side[0].interrupt()
+                wait([edges])
+            raise
+        edge_table = edges.result() if edges is not None else None
         unused = [c for c in GROUP_COLUMNS if c not in group_by]
         table = table.drop_columns(unused)
         profiler = scope.profiler or "cprofile"
         return FetchResult(method, profiler, scope, intervals, table, group_by, self, rollup_params, edge_table)
 
     def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
-        return self._run(*self._rollup_query(selection, rollup, params))
+        try:
+            return self._run(*self._rollup_query(selection, rollup, params))
+        except Exception as e:
+            if is_vacuumed(e):  # a FetchResult's later roll-up (callers, pstats) over a compacted store
+                raise StaleSnapshotError(STALE + "; then fetch again") from e
+            raise
 
     def _rollup_aside(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> Future[pa.Table] | None:
         """``_rollup`` on the second cursor's thread. DuckDB releases the GIL while it runs a query, so
@@ -523,13 +594,21 @@ class Profiles:
         are bound by DuckDB as named parameters ($name), never pasted into the SQL."""
         from proflake.query import readonly
 
-        return readonly.run(self._sql_connection(), query, params)
+        def run() -> pa.Table:
+            con = self._sql_connection()
+            return self.bounds.run(con, lambda: readonly.run(con, query, params))
+
+        return self._fresh(run)
 
     def sql_schema(self) -> pa.Table:
         """The tables and views ``sql`` sees, one row per column: name, kind, position, column_name, data_type."""
         from proflake.query import readonly
 
-        return readonly.schema(self._sql_connection())
+        def run() -> pa.Table:
+            con = self._sql_connection()
+            return self.bounds.run(con, lambda: readonly.schema(con))
+
+        return self._fresh(run)
 
     def _sql_connection(self) -> duckdb.DuckDBPyConnection:
         """The read-only connection of ``sql``, rebuilt whenever the fetch connection is (after ``refresh()``),
@@ -542,7 +621,7 @@ class Profiles:
             return cached[1]
         if cached is not None:
             cached[1].close()
-        con = readonly.connect(self.store)
+        con = readonly.connect(self.store, self.bounds)
         self._sql_con = (base, con)
         return con
 

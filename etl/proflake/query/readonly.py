@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from proflake import sql as queries
 from proflake.errors import QueryError, ReadOnlyError
+from proflake.query.bounded import Bounds
 from proflake.store.store import Store, allowed_directories, sql_string
 from proflake.views import install_views
 
@@ -51,12 +52,15 @@ def refused(what: str) -> ReadOnlyError:
 
 
 # -- the connection ------------------------------------------------------------------------------------
-def connect(store: Store) -> duckdb.DuckDBPyConnection:
-    """The store's tables, manifest, convenience views and macros on a connection locked as described above."""
+def connect(store: Store, bounds: Bounds | None = None) -> duckdb.DuckDBPyConnection:
+    """The store's tables, manifest, convenience views and macros on a connection locked as described above
+    (with ``bounds``' memory limit set first: a locked connection cannot change it)."""
     con = store.connect()
     try:
         queries.install_macros(con)
         install_views(con)
+        if bounds is not None:
+            bounds.configure(con)
         lock_down(con, allowed_directories(store))
     except BaseException:
         con.close()

@@ -10,6 +10,7 @@ for an http:// endpoint, retries — is derived here.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -65,6 +66,15 @@ class S3Config:
         )
         return self.session.client("s3", endpoint_url=self.endpoint_url, config=config)
 
+    def bucket_region(self, bucket: str) -> str | None:
+        """The region S3 says ``bucket`` is in (its x-amz-bucket-region header), or None if it cannot tell."""
+        try:
+            answer = self.client().head_bucket(Bucket=bucket)
+            return answer["ResponseMetadata"]["HTTPHeaders"].get("x-amz-bucket-region")
+        except Exception as e:  # noqa: BLE001 - a 301/403 answer still carries the header
+            headers = getattr(e, "response", {}).get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            return headers.get("x-amz-bucket-region")
+
     def storage_options(self) -> dict[str, str]:
         """Options for deltalake (object_store): explicit endpoint and frozen credentials."""
         options: dict[str, str] = {}
@@ -86,29 +96,126 @@ class S3Config:
         return options
 
 
+_REJECTED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "InvalidClientTokenId", "UnrecognizedClientException")
+_EXPIRED = ("ExpiredToken", "ExpiredTokenException", "RequestExpired", "TokenRefreshRequired")
+_WRONG_REGION = ("PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException", "301")
+_THROTTLED = ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "503")
+_CREDENTIALS_HELP = "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or --aws-profile"
+
+
+def explain_s3_failure(
+    what: str,
+    *,
+    code: str = "",
+    status: int | None = None,
+    unreachable: bool = False,
+    retries: int | None = None,
+    region: str | None = None,
+    key: str | None = None,
+) -> ProflakeError:
+    """The one sentence for an S3 failure, whichever library met it. Never names credentials."""
+    tried = f" after {retries} retries" if retries else ""
+    if unreachable:
+        return SourceError(
+            f"cannot reach the S3 endpoint for {what}{tried} (connection refused, closed or timed out: an outage or a "
+            "wrong --endpoint-url / AWS_ENDPOINT_URL); check the network and the endpoint, then run the command again"
+        )
+    if code in _EXPIRED:
+        return SourceError(
+            f"the AWS credentials expired while reading or writing {what} ({code}); renew them (aws sso login, a new "
+            "session token) or use a profile or role that refreshes, then run the command again"
+        )
+    if code in _REJECTED:
+        return SourceError(f"S3 rejected the credentials for {what} ({code}); {_CREDENTIALS_HELP}")
+    if code in _WRONG_REGION or status == 301:
+        where = f"region {region}" if region else "another region"
+        return SourceError(
+            f"the bucket of {what} is in {where}, not the one the request was signed for; "
+            + (f"set AWS_REGION={region} (or the profile's region)" if region else "set AWS_REGION to the bucket's region")
+        )
+    if code == "NoSuchBucket":
+        return SourceError(f"bucket of {what} does not exist; check the bucket name")
+    if code in ("AccessDenied", "AllAccessDisabled", "403") or status == 403:
+        target = f"s3://{key}" if key and not key.startswith("s3://") else key or what
+        return SourceError(f"access denied to {target}; the credentials lack permission for it ({_CREDENTIALS_HELP})")
+    if code in ("NoSuchKey", "404") or status == 404:
+        return SourceError(f"{what} does not exist")
+    if code in _THROTTLED or status in (429, 503):
+        return SourceError(f"S3 kept throttling requests for {what}{tried} ({code or status}); run the command again later")
+    if status is not None and status >= 500:
+        return SourceError(
+            f"S3 kept failing for {what}{tried} ({code or status}: a server-side outage); run the command again later"
+        )
+    return SourceError(f"S3 refused a request for {what} ({code or status or 'no answer'})")
+
+
 def explain_client_error(error: Exception, what: str) -> ProflakeError:
-    """One sentence for an S3 failure, naming the thing and what to do. Never echoes credentials."""
+    """One sentence for a boto3/botocore failure, naming the thing and what to do. Never echoes credentials."""
     import botocore.exceptions as bce
 
     if isinstance(error, bce.NoCredentialsError):
         return ProflakeError("no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or pass --aws-profile")
-    if isinstance(error, (bce.EndpointConnectionError, bce.ConnectTimeoutError)):
-        return ProflakeError(f"cannot reach the S3 endpoint for {what}; check --endpoint-url / AWS_ENDPOINT_URL and the network")
+    if isinstance(error, (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ConnectionClosedError,
+                          bce.ReadTimeoutError, bce.ConnectionError)):
+        return explain_s3_failure(what, unreachable=True)
     if isinstance(error, bce.ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if code in ("NoSuchBucket",):
-            return ProflakeError(f"bucket of {what} does not exist; check the bucket name")
-        if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId"):
-            return ProflakeError(f"S3 rejected the credentials for {what} ({code}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or --aws-profile")
-        if code in ("AccessDenied", "403") or status == 403:
-            return ProflakeError(f"access denied to {what}; the credentials lack permission for it")
-        if code in ("NoSuchKey", "404") or status == 404:
-            return ProflakeError(f"{what} does not exist")
-        return ProflakeError(f"S3 error for {what}: {code or status}")
+        response = error.response or {}
+        code = response.get("Error", {}).get("Code", "")
+        meta = response.get("ResponseMetadata", {})
+        headers = meta.get("HTTPHeaders", {}) or {}
+        retries = meta.get("RetryAttempts") or None
+        region = headers.get("x-amz-bucket-region") or response.get("Error", {}).get("Region")
+        return explain_s3_failure(what, code=code, status=meta.get("HTTPStatusCode"), retries=retries, region=region)
     if isinstance(error, bce.BotoCoreError):
         return ProflakeError(f"S3 error for {what}: {type(error).__name__}")
-    return ProflakeError(f"S3 error for {what}: {error}")
+    return ProflakeError(f"S3 error for {what}: {type(error).__name__}")
+
+
+# object_store (deltalake's storage layer) reports S3 failures as an OSError whose text chains causes:
+# "Generic S3 error ↳ Error performing GET http://host/bucket/key in 1.5s, after 10 retries ... ↳ 503 ...
+# ↳ <Error><Code>SlowDown</Code>...". These patterns read that chain.
+_OS_CODE = re.compile(r"<Code>([^<]+)</Code>")
+_OS_STATUS = re.compile(r"(?:^|\s)([1-5]\d\d) [A-Z][A-Za-z ]+$", re.MULTILINE)
+_OS_RETRIES = re.compile(r"after (\d+) retries")
+_OS_URL = re.compile(r"Error performing \w+ (\S+)")
+_OS_REGION = re.compile(r"expecting '([a-z0-9-]+)'")
+_OS_UNREACHABLE = ("error sending request", "connection closed", "Connection refused", "tcp connect error",
+                   "dns error", "operation timed out", "connection reset")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def looks_like_object_store(text: str) -> bool:
+    return "S3 error" in text or "Error performing" in text or "lacked the necessary privileges" in text
+
+
+def explain_object_store_error(text: str, what: str, config: S3Config | None = None) -> ProflakeError:
+    """One sentence for an object_store (deltalake) S3 failure; ``text`` is its full message."""
+    text = _ANSI.sub("", text)
+    code = _OS_CODE.search(text)
+    status = _OS_STATUS.search(text)
+    retries = _OS_RETRIES.search(text)
+    url = _OS_URL.search(text)
+    region = _OS_REGION.search(text)
+    key = None
+    if url:
+        host, _, path = url.group(1).split("://", 1)[-1].partition("/")
+        path = path.split("?", 1)[0]
+        if ".s3." in host or ".s3-" in host:  # virtual-hosted style: the bucket is in the host name
+            path = f"{host.split('.s3', 1)[0]}/{path}"
+        key = path or None
+    wrong_region = "incorrectly configured region" in text
+    found_region = region.group(1) if region else None
+    if wrong_region and found_region is None and key and config is not None:
+        found_region = config.bucket_region(key.split("/", 1)[0])
+    return explain_s3_failure(
+        what,
+        code=code.group(1) if code else ("301" if wrong_region else ""),
+        status=int(status.group(1)) if status else (403 if "lacked the necessary privileges" in text else None),
+        unreachable=not code and not status and any(s in text for s in _OS_UNREACHABLE),
+        retries=int(retries.group(1)) if retries else None,
+        region=found_region,
+        key=key,
+    )
 
 
 def client_error_code(error: Any) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote
 
 from proflake.schema import ALL_TABLES
 from proflake.store.lock import StoreLock
-from proflake.store.store import WRITER_PROPERTIES, Store
+from proflake.store.store import WRITER_PROPERTIES, Store, crash_points
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's own default: a week
 TARGET_FILE_BYTES = 128 * 1024 * 1024
@@ -22,21 +24,33 @@ TARGET_FILE_BYTES = 128 * 1024 * 1024
 
 @dataclass
 class CompactReport:
+    """What one compaction run did: per table, files merged (``files_removed`` into ``files_added``) and
+    files this run's vacuum deleted (``files_vacuumed``: only files that were still there)."""
+
     store: str
+    retention_hours: int = DEFAULT_RETENTION_HOURS
     tables: dict[str, dict] = field(default_factory=dict)
     seconds: float = 0.0
 
     def summary(self) -> str:
         removed = sum(t["files_removed"] for t in self.tables.values())
         added = sum(t["files_added"] for t in self.tables.values())
-        vacuumed = sum(t["files_vacuumed"] for t in self.tables.values())
-        return (
-            f"compacted {removed} file(s) into {added}; vacuum deleted {vacuumed} unreferenced file(s) "
-            f"in {self.seconds:.2f} s"
+        vacuumed = sum(t.get("files_vacuumed", 0) for t in self.tables.values())
+        merged = f"compacted {removed} file(s) into {added}" if removed else "nothing to compact"
+        deleted = (
+            f"vacuum deleted {vacuumed} file(s) unreferenced for over {self.retention_hours} h"
+            if vacuumed
+            else f"no file unreferenced for over {self.retention_hours} h to vacuum"
         )
+        return f"{merged}; {deleted}; in {self.seconds:.2f} s"
 
     def to_dict(self) -> dict:
-        return {"store": self.store, "tables": self.tables, "seconds": round(self.seconds, 3)}
+        return {
+            "store": self.store,
+            "retention_hours": self.retention_hours,
+            "tables": self.tables,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 def compact(
@@ -53,7 +67,7 @@ def compact(
     """
     started = time.perf_counter()
     store.require()
-    report = CompactReport(store=store.location)
+    report = CompactReport(store=store.location, retention_hours=retention_hours)
     # Under the writer lock: compaction must not interleave with a batch, whose repair relies on
     # finding its own rows.
     with StoreLock(store, wait=wait, purpose="proflake compact"):
@@ -61,6 +75,8 @@ def compact(
             table = store.delta(name)
             with store.committing():
                 metrics = table.optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=WRITER_PROPERTIES)
+            if metrics.get("numFilesRemoved"):
+                crash_points.committed()
             report.tables[name] = {
                 "files_removed": int(metrics.get("numFilesRemoved", 0)),
                 "files_added": int(metrics.get("numFilesAdded", 0)),
@@ -70,8 +86,31 @@ def compact(
             before_vacuum(store)
         for name in ALL_TABLES:
             table = store.delta(name)
-            with store.committing():
-                vacuumed = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
-            report.tables[name]["files_vacuumed"] = len(vacuumed)
+            # vacuum lists every file the log removed before the retention cut-off, also those an earlier
+            # vacuum deleted already: count only the ones still there, i.e. what this run deletes.
+            candidates = table.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False)
+            present = _present(store, name, candidates) if candidates else []
+            if candidates:
+                with store.committing():
+                    table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+            report.tables[name]["files_vacuumed"] = len(present)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _present(store: Store, table: str, paths: list[str]) -> list[str]:
+    """The ``paths`` (relative to the table, URL-quoted as the log holds them) that exist now."""
+    if not store.is_remote:
+        root = Path(store.table_uri(table))
+        return [p for p in paths if (root / unquote(p)).exists()]
+    from proflake.sources.settings import explain_client_error, split_s3_uri
+
+    bucket, prefix = split_s3_uri(store.table_uri(table))
+    client = store.s3.client()
+    keys: set[str] = set()
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+            keys.update(item["Key"][len(prefix) + 1 :] for item in page.get("Contents", ()))
+    except Exception as e:  # botocore's errors, named by explain_client_error
+        raise explain_client_error(e, store.table_uri(table)) from e
+    return [p for p in paths if unquote(p) in keys]

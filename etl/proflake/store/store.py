@@ -24,7 +24,7 @@ import pyarrow as pa
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
-from proflake.errors import StoreError
+from proflake.errors import ProflakeError, StoreError
 from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_schema, empty_select, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
 from proflake.store.location import default_store_location, missing_store_hint
@@ -54,7 +54,8 @@ WRITER_PROPERTIES = WriterProperties(
 
 class _CrashPoints:
     """Crash testing: with PROFLAKE_KILL_AFTER_COMMITS=N the process SIGKILLs itself right after its
-    N-th Delta commit, so tests can stop a real run between any two commits, deterministically."""
+    N-th Delta commit, so tests can stop a real run between any two commits, deterministically
+    (PROFLAKE_SIGNAL_AFTER_COMMITS: the same with SIGTERM or SIGHUP, for graceful termination)."""
 
     def __init__(self) -> None:
         self.commits = 0
@@ -64,6 +65,11 @@ class _CrashPoints:
         limit = os.environ.get("PROFLAKE_KILL_AFTER_COMMITS")
         if limit and self.commits >= int(limit):
             os.kill(os.getpid(), signal.SIGKILL)
+        # PROFLAKE_SIGNAL_AFTER_COMMITS=N[:SIGHUP] sends SIGTERM (or the named signal) once, after the
+        # N-th commit: graceful termination tested between any two commits.
+        point, _, name = os.environ.get("PROFLAKE_SIGNAL_AFTER_COMMITS", "").partition(":")
+        if point and self.commits == int(point):
+            os.kill(os.getpid(), getattr(signal, name or "SIGTERM"))
 
 
 crash_points = _CrashPoints()
@@ -119,7 +125,6 @@ class Store:
         else:
             self.root = str(Path(self.location).expanduser().absolute())
             self.s3 = None
-        self._options: dict[str, str] | None = None
         # Set by the writer lock while it is held: every commit runs inside it (fencing,
         # etl/proflake/store/lock.py).
         self.fence: Callable[[], contextlib.AbstractContextManager] | None = None
@@ -130,11 +135,19 @@ class Store:
 
     @property
     def storage_options(self) -> dict[str, str] | None:
+        """deltalake's options, credentials included, derived afresh on every use: temporary credentials
+        (STS, an instance role, SSO) that botocore refreshes near their expiry reach the next Delta
+        operation instead of being frozen for the whole run (cheap: no request unless a refresh is due)."""
         if self.s3 is None:
             return None
-        if self._options is None:
-            self._options = self.s3.storage_options()
-        return self._options
+        return self.s3.storage_options()
+
+    def explain(self, error: BaseException, what: str | None = None) -> ProflakeError:
+        """One sentence for a deltalake, object_store, DuckDB or OS error met reading or writing this store."""
+        from proflake.store.faults import explain
+
+        where = what or f"the store at {self.location!r}"
+        return explain(error, where, self.s3) or StoreError(f"cannot use {where}: {_first_line(error)}")
 
     def table_uri(self, name: str) -> str:
         return f"{self.root}/{name}"
@@ -149,7 +162,7 @@ class Store:
         except TableNotFoundError:
             return False
         except (DeltaError, OSError) as e:
-            raise StoreError(f"cannot open the store at {self.location!r}: {_first_line(e)}") from e
+            raise self.explain(e) from e
 
     def require(self) -> None:
         if not self.exists():
@@ -174,7 +187,7 @@ class Store:
                     storage_options=self.storage_options,
                 )
             except (DeltaError, OSError) as e:
-                raise StoreError(f"cannot create table {name!r} in the store at {self.location!r}: {_first_line(e)}") from e
+                raise self.explain(e, f"table {name!r} of the store at {self.location!r}") from e
 
     def delta(self, name: str) -> DeltaTable:
         try:

@@ -1,0 +1,65 @@
+"""BI connection pools: the catalog's lock-down applied once per DuckDB database, on every pooled connection.
+
+Superset, Metabase and every SQLAlchemy application pool connections. DuckDB shares one database among
+the connections a process opens to a file, and the lock-down (``allowed_directories``,
+``enable_external_access``, ``lock_configuration``) is a setting of that database, so running the
+``.init.sql`` statements on a second connection fails ("the configuration has been locked").
+``on_connect`` applies them on the first connection and checks them on the others.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from proflake.bi.catalog import init_sql_path
+from proflake.errors import ProflakeError
+
+_LOCKDOWN_GUARD = threading.Lock()
+
+
+def on_connect(catalog: str | os.PathLike) -> Callable[..., None]:
+    """A SQLAlchemy ``connect`` listener that locks every pooled connection to a views catalog down:
+
+        sqlalchemy.event.listen(engine, "connect", on_connect("proflake.duckdb"))
+
+    DuckDB shares one database among the connections a process opens to a file, and the lock-down is a
+    setting of that database: the first connection applies the ``.init.sql`` statements, later ones find
+    the configuration locked, check it is this lock-down, and apply nothing (re-running the statements
+    would fail: "the configuration has been locked")."""
+    statements = [
+        line.rstrip(";") for line in init_sql_path(Path(catalog).expanduser()).read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("--")
+    ]
+
+    def listener(dbapi_connection, _record=None) -> None:
+        lock_down_connection(dbapi_connection, statements)
+
+    return listener
+
+
+def lock_down_connection(con, statements: list[str]) -> None:
+    """Run the lock-down ``statements`` on a DB-API or DuckDB connection unless its database is locked
+    down already; a database locked some other way (external access still on) is refused."""
+    with _LOCKDOWN_GUARD:  # two pooled connections opening at once must not both find it unlocked
+        cursor = con.cursor()
+        try:
+            cursor.execute("SELECT current_setting('lock_configuration'), current_setting('enable_external_access')")
+            locked, external = cursor.fetchone()
+            if _true(locked):
+                if _true(external):
+                    raise ProflakeError(
+                        "the catalog's database was locked without the proflake lock-down (external access is on); "
+                        "open it in a fresh process"
+                    )
+                return
+            for statement in statements:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+
+
+def _true(value: object) -> bool:
+    return str(value).strip().lower() in ("true", "1")
