@@ -4,6 +4,7 @@ readers across compaction, what compaction reports, and library errors as one li
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -42,6 +43,12 @@ def store(tmp_path_factory) -> Path:
     return root / "store"
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_line(stderr: str) -> str:
     assert stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
     return stderr
@@ -60,8 +67,12 @@ def test_ctrl_c_interrupts_a_running_query(store):
         [sys.executable, "-m", "proflake.cli", "sql", CROSS_JOIN, "--store", str(store), "--timeout", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    # Wait until the query runs (the CLI imports and opens the store first), then press Ctrl-C.
-    time.sleep(3.0)
+    # Wait until the query runs, then press Ctrl-C. Starting (imports, opening the store) costs about a
+    # second of CPU; the cross join then burns CPU until stopped: 4 s of CPU means it is running, however
+    # busy the machine is.
+    deadline = time.monotonic() + 300
+    while cpu_seconds(proc.pid) < 4.0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

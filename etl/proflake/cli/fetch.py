@@ -47,7 +47,9 @@ def _run_fetch(method: str, options: dict[str, Any], **arguments: Any) -> None:
     from proflake.query.hints import what_exists
     from proflake.query.profiles import Profiles
 
-    profiles = Profiles(options.pop("store"), timeout=options.pop("timeout"), memory_limit=options.pop("memory_limit"))
+    profiles = Profiles(
+        options.pop("store"), timeout=options.pop("timeout"), memory_limit=options.pop("memory_limit"), interruptible=True
+    )
     fmt, output, prof = options.pop("fmt"), options.pop("output"), options.pop("prof")
     result = profiles.fetch(method, **options, callers=bool(prof), **arguments)
     if result.empty:

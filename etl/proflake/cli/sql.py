@@ -37,7 +37,7 @@ def sql(
     only queries run; $NAME parameters are bound by DuckDB."""
     from proflake.query.profiles import Profiles
 
-    profiles = Profiles(store, timeout=timeout, memory_limit=memory_limit)
+    profiles = Profiles(store, timeout=timeout, memory_limit=memory_limit, interruptible=True)
     if show_schema:
         if query is not None or params:
             raise click.UsageError("--schema takes no QUERY or --param")

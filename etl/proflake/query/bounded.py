@@ -37,14 +37,21 @@ def timeout_message(seconds: float) -> str:
 
 
 class Bounds:
-    """A time limit (seconds; None or 0 = none) and a memory limit (DuckDB's syntax: '2GB', '512MiB')."""
+    """A time limit (seconds; None or 0 = none) and a memory limit (DuckDB's syntax: '2GB', '512MiB').
 
-    def __init__(self, timeout: float | None = None, memory_limit: str | None = None) -> None:
+    ``interruptible`` (default: when there is a time limit) runs each query on the worker thread so that
+    Ctrl-C stops it. Without it a query runs on the caller's thread, as plain DuckDB does: no thread hop
+    on the API's hot path (a fetch runs several short queries)."""
+
+    def __init__(
+        self, timeout: float | None = None, memory_limit: str | None = None, *, interruptible: bool | None = None
+    ) -> None:
         if timeout is not None and timeout < 0:
             raise UsageError(f"--timeout must be 0 (no limit) or a number of seconds, not {timeout}")
         if memory_limit is not None and not _MEMORY.match(str(memory_limit)):
             raise UsageError(f"--memory-limit {memory_limit!r} is not a size; use e.g. 2GB, 512MB or 4GiB")
         self.timeout = timeout or None
+        self.interruptible = self.timeout is not None if interruptible is None else interruptible
         self.memory_limit = str(memory_limit).strip() if memory_limit else None
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -58,8 +65,8 @@ class Bounds:
 
     def run(self, con: duckdb.DuckDBPyConnection, call: Callable[[], T]) -> T:
         """``call()`` (a query on ``con``), stopped at the time limit or on Ctrl-C."""
-        if self.timeout is None and threading.current_thread() is not threading.main_thread():
-            # Only the main thread receives Ctrl-C: elsewhere, with no deadline, nothing to watch for.
+        if self.timeout is None and (not self.interruptible or threading.current_thread() is not threading.main_thread()):
+            # No deadline, and no Ctrl-C to watch for (not asked, or not the main thread, the one it reaches).
             return self._translate(call)
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="proflake-query")

@@ -213,13 +213,15 @@ class Profiles:
         source_prefix: str | None = None,
         timeout: float | None = None,
         memory_limit: str | None = None,
+        interruptible: bool | None = None,
     ) -> None:
         """``source_prefix`` limits every question to stats files read from below that path or URI.
         ``timeout`` (seconds) stops any one query that runs longer (QueryLimitError); ``memory_limit``
-        ('4GB') caps DuckDB's memory instead of its default 80% of RAM. Ctrl-C stops a running query."""
+        ('4GB') caps DuckDB's memory instead of its default 80% of RAM. With a timeout (or
+        ``interruptible=True``) Ctrl-C stops a running query too (KeyboardInterrupt)."""
         self.store = store if isinstance(store, Store) else Store(store)
         self.source_prefix = source_prefix
-        self.bounds = Bounds(timeout, memory_limit)
+        self.bounds = Bounds(timeout, memory_limit, interruptible=interruptible)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._files: dict[str, FileSpans] = {}
         # A second cursor on the same database and the thread that uses it: a fetch that will need the
