@@ -199,3 +199,14 @@ def test_a_lock_applied_but_answered_500_is_still_ours(s3, proxy, stored):
     assert done.returncode == 0, done.stderr
     lock = s3.client().list_objects_v2(Bucket=stored, Prefix="store/_proflake/writer.lock")
     assert lock.get("KeyCount", 0) == 0  # released
+
+
+@pytest.mark.parametrize("command", [
+    ["sql", "SELECT count(*) FROM intervals"], ["fetch", "by-step", "2"], ["jobs"], ["list"], ["batches"],
+    ["compact"], ["catalog", "--list"],
+])
+def test_every_command_names_an_s3_outage_in_one_line(s3, proxy, stored, command):
+    proxy.outage()
+    done = run_cli([*command, "--store", f"s3://{stored}/store"], env(s3, proxy))
+    assert done.returncode == ExitCode.FAILURE, done.stderr
+    assert "cannot reach the S3 endpoint" in error_line(done)

@@ -31,7 +31,7 @@ import duckdb
 from proflake import sql as queries
 from proflake.errors import ProflakeError, UsageError
 from proflake.schema import ALL_TABLES, empty_select
-from proflake.sources.settings import explain_client_error, split_s3_uri
+from proflake.sources.settings import client_error_code, explain_client_error, split_s3_uri
 from proflake.store.store import FACT_TABLES, Store, allowed_directories, sql_string
 from proflake.views import VIEWS, install_views
 
@@ -288,8 +288,7 @@ def _read_registry(store: Store) -> dict:
     try:
         body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
     except Exception as e:  # botocore errors; NoSuchKey = nothing registered
-        code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
-        if code in ("NoSuchKey", "404"):
+        if client_error_code(e) in ("NoSuchKey", "404"):  # (a connection error has no response at all)
             return {}
         raise explain_client_error(e, f"s3://{bucket}/{key}") from e
     try:
