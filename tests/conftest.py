@@ -9,7 +9,7 @@ from helpers.profiles import SEMANTIC_INTERVALS, JobBuilder
 
 # Modules whose every test is a whole-system test (see the integration marker in pyproject.toml). A test
 # elsewhere can carry @pytest.mark.integration itself.
-INTEGRATION_MODULES = {"test_bench", "test_install", "test_s3", "test_decoder_sanitized"}
+INTEGRATION_MODULES = {"test_bench", "test_install", "test_s3", "test_s3_faults", "test_signals", "test_decoder_sanitized"}
 INTEGRATION_TESTS = {
     "test_killed_runs_leave_nothing_lost_or_doubled",
     "test_queries_and_schemas_ship_inside_the_wheel",
@@ -42,3 +42,13 @@ def spark(tmp_path_factory):
     session = start_session(str(tmp_path_factory.mktemp("spark")))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """The local S3 server (moto), one per test session: moto lets a process bootstrap only one."""
+    from helpers import s3server
+
+    server, handle = s3server.start()
+    yield server
+    handle.stop()

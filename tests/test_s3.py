@@ -9,20 +9,12 @@ import subprocess
 import sys
 
 import pytest
-from helpers import s3server
 from helpers.profiles import LEGACY, JobBuilder, assert_same_pstats, pstats_of
 from proflake import Profiles, ingest
 from proflake.errors import ProflakeError, StoreLockedError
 from proflake.sources.settings import S3Config
 from proflake.store.lock import StoreLock
 from proflake.store.store import Store
-
-
-@pytest.fixture(scope="session")
-def s3():
-    server, handle = s3server.start()
-    yield server
-    handle.stop()
 
 
 @pytest.fixture

@@ -10,17 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from helpers import s3server
 from helpers.faultproxy import FaultProxy
 from helpers.profiles import LEGACY
 from proflake.errors import ExitCode
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server, handle = s3server.start()
-    yield server
-    handle.stop()
 
 
 @pytest.fixture(scope="module")
