@@ -278,9 +278,15 @@ class StoreLock:
         watched: dict[str, float] = {}  # tag -> when we first saw it (our own clock)
         while True:
             info = self._new_info()
-            if self.backend.create(info.dumps()):
-                self._hold(info)
-                return
+            try:
+                if self.backend.create(info.dumps()):
+                    self._hold(info)
+                    return
+            except BaseException:
+                # A signal (Terminated) or an error while the lock was being taken: the create may have
+                # been applied, so remove the lock if it holds our token.
+                self._remove_if_ours(info)
+                raise
             seen = self.backend.read()
             if seen is None:
                 continue  # released between our attempt and the read: try again at once
@@ -295,6 +301,12 @@ class StoreLock:
             if time.monotonic() >= deadline:
                 raise StoreLockedError(self._busy_message(seen, holder))
             time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+
+    def _remove_if_ours(self, info: LockInfo) -> None:
+        with contextlib.suppress(Exception):
+            seen = self.backend.read()
+            if seen is not None and seen.data == info.dumps():
+                self.backend.swap(seen.tag, None)
 
     def _is_stale(self, seen: Seen, holder: LockInfo | None, watched_for: float) -> bool:
         if holder is None:
