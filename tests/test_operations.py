@@ -57,7 +57,7 @@ def one_line(stderr: str) -> str:
 # -- bounded queries ---------------------------------------------------------------------------------
 def test_query_timeout_stops_a_runaway_query_with_one_line(store):
     done = run_cli(["sql", CROSS_JOIN, "--store", str(store), "--timeout", "0.5"])
-    assert done.returncode == ExitCode.LIMIT == 5 and done.stdout == ""
+    assert done.returncode == ExitCode.LIMIT == 6 and done.stdout == ""
     assert one_line(done.stderr).startswith("proflake: error: the query ran past its time limit of 0.5 s")
     assert "--timeout" in done.stderr
 

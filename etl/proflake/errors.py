@@ -7,18 +7,34 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """What every proflake command exits with."""
+    """What every proflake command exits with (meanings in EXIT_CODE_MEANINGS, rendered into
+    docs/reference/cli.md)."""
 
     OK = 0
-    FAILURE = 1  # nothing useful was done: bad store, bad source, bad query
-    USAGE = 2  # the command line itself was wrong (click uses 2 as well)
-    PARTIAL = 3  # ingest finished, but some stats files could not be ingested
-    BUSY = 4  # another ingest or compaction holds the store's writer lock
-    REGRESSION = 5  # proflake diff --fail-on: a significant slowdown at or over the threshold
-    LIMIT = 6  # a query ran past --timeout or --memory-limit, and was stopped
-    INTERRUPTED = 130  # Ctrl-C (SIGINT): stopped cleanly, 128 + the signal's number as shells report it
-    HANGUP = 129  # SIGHUP: stopped as for SIGTERM
-    TERMINATED = 143  # SIGTERM: stopped cleanly (lock released, workers stopped, nothing half-visible)
+    FAILURE = 1
+    USAGE = 2
+    PARTIAL = 3
+    BUSY = 4
+    REGRESSION = 5
+    LIMIT = 6
+    HANGUP = 129
+    INTERRUPTED = 130
+    TERMINATED = 143
+
+
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "done",
+    ExitCode.FAILURE: "nothing useful was done: bad store or source, S3 failure, damaged table, bad query",
+    ExitCode.USAGE: "the command line itself was wrong (click uses 2 as well)",
+    ExitCode.PARTIAL: "ingest landed, but some stats files were quarantined (`proflake errors` lists them)",
+    ExitCode.BUSY: "another ingest or compaction holds the store's writer lock (see `--wait`), or this run lost it",
+    ExitCode.REGRESSION: "`proflake diff --fail-on`: a significant slowdown at or over the threshold",
+    ExitCode.LIMIT: "a query ran past `--timeout` or `--memory-limit` and was stopped",
+    ExitCode.HANGUP: "SIGHUP (a closed terminal): stopped as for SIGTERM",
+    ExitCode.INTERRUPTED: "Ctrl-C (SIGINT): stopped cleanly, 128 + the signal's number as shells report it",
+    ExitCode.TERMINATED: "SIGTERM (cron, Airflow, Kubernetes on timeout): stopped cleanly, lock released, "
+    "workers stopped, nothing half-visible",
+}
 
 
 class ProflakeError(Exception):

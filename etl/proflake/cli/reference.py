@@ -31,6 +31,14 @@ def cli_markdown() -> str:
     return "\n".join(out)
 
 
+def exit_codes_markdown() -> str:
+    """The exit codes every command uses, as a table (every ExitCode must have a meaning)."""
+    from proflake.errors import EXIT_CODE_MEANINGS, ExitCode
+
+    rows = [f"| {code.value} | `{code.name}` | {EXIT_CODE_MEANINGS[code]} |" for code in ExitCode]
+    return "\n".join(["| code | name | meaning |", "|---|---|---|", *rows]) + "\n"
+
+
 def _help(path: tuple[str, ...], command: click.Command) -> str:
     ctx = click.Context(
         cli, info_name="proflake", help_option_names=cli.context_settings["help_option_names"],
