@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from datetime import datetime, timezone
 
-from proflake.errors import StoreError
+from proflake.errors import LockLostError, StoreError
 from proflake.ingestion.allocator import (
     _enter_system_allocator,
     _leave_system_allocator,
@@ -142,6 +142,19 @@ def ingest(
     return batch.run(wait=wait, after_commit=after_commit)
 
 
+@contextlib.contextmanager
+def _blamed_on_a_lost_lock(lock: StoreLock) -> Iterator[None]:
+    """A failure after this run lost its lock (a paused run whose spool the next holder cleared) is
+    reported as the lost lock, the cause, not as the missing file it tripped on."""
+    try:
+        yield
+    except Exception as e:
+        lost = None if isinstance(e, LockLostError) else lock.lost_error()
+        if lost is not None:
+            raise lost from e
+        raise
+
+
 class Batch:
     """One run of ``ingest``: ``run`` takes the lock and calls the steps, one method each, in order."""
 
@@ -202,7 +215,9 @@ class Batch:
         st.create()
         if fresh:
             self.pool.start()  # every file will be new: the workers start while the store is opened and listed
-        with self.pool, StoreLock(st, wait=wait, purpose="proflake ingest"), contextlib.ExitStack() as stack:
+        lock = StoreLock(st, wait=wait, purpose="proflake ingest")
+        with self.pool, lock, contextlib.ExitStack() as stack:
+            stack.enter_context(_blamed_on_a_lost_lock(lock))
             self.repair()
             listing = self.list()
             stack.callback(listing.close)  # its temporary file, if it wrote one

@@ -34,31 +34,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
-from pathlib import Path
 
 from proflake.errors import LockLostError, StoreLockedError
+from proflake.store.lock_backends import LOCK_NAME, Seen, _hooks, _LocalBackend, _pause, _S3Backend
+
+__all__ = ["LEASE_SECONDS", "LOCK_NAME", "LockInfo", "StoreLock"]
 
 LEASE_SECONDS = 180.0
-LOCK_NAME = "_proflake/writer.lock"
-# Test hooks (PROFLAKE_LOCK_TEST_HOOKS="delay:break=2,mark=DIR,lose:create,fail:renew"): pauses at named
-# points (announced by a file in DIR), lost answers, failing renewals, so tests can force each
-# interleaving with real processes.
-_HOOKS_ENV = "PROFLAKE_LOCK_TEST_HOOKS"
-
-
-def _hooks() -> dict[str, str]:
-    text = os.environ.get(_HOOKS_ENV, "")
-    return dict(item.split("=", 1) if "=" in item else (item, "") for item in text.split(",") if item)
-
-
-def _pause(point: str) -> None:
-    hooks = _hooks()
-    delay = hooks.get(f"delay:{point}")
-    if delay:
-        if hooks.get("mark"):  # tells the test the pause began: a file named after the point
-            Path(hooks["mark"], point).touch()
-        time.sleep(float(delay))
 
 
 @dataclass(frozen=True)
@@ -87,17 +69,6 @@ class LockInfo:
         return json.dumps(self.__dict__).encode()
 
 
-@dataclass(frozen=True)
-class Seen:
-    """The lock as one read saw it: its bytes, a tag that changes on every write, and its age by the
-    store's own clock (None when the store gave no clock)."""
-
-    data: bytes
-    tag: str
-    age: float | None
-    modified: datetime | None
-
-
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -111,140 +82,6 @@ def _process_alive(pid: int) -> bool:
             return f.read().split(") ", 1)[1][:1] != "Z"
     except (OSError, IndexError):
         return True
-
-
-class _LocalBackend:
-    """Compare-and-swap on a file, atomic under an flock of the mutex file beside it."""
-
-    def __init__(self, root: str) -> None:
-        self.path = Path(root) / LOCK_NAME
-        self.mutex = self.path.with_name(self.path.name + ".mutex")
-
-    @contextlib.contextmanager
-    def atomically(self) -> Iterator[None]:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.mutex, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # drops the flock
-
-    def read(self) -> Seen | None:
-        try:
-            with open(self.path, "rb") as f:
-                data, st = f.read(), os.fstat(f.fileno())
-        except FileNotFoundError:
-            return None
-        modified = datetime.fromtimestamp(st.st_mtime, tz=timezone.utc)
-        return Seen(data, f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}", time.time() - st.st_mtime, modified)
-
-    def create(self, data: bytes) -> bool:
-        with self.atomically():
-            if self.path.exists():
-                return False
-            self._write(data)
-            return True
-
-    def swap(self, seen_tag: str, data: bytes | None) -> bool:
-        """Replace (``data``) or remove (None) the lock if it is still the one seen."""
-        with self.atomically():
-            current = self.read()
-            if current is None or current.tag != seen_tag:
-                return False
-            if data is None:
-                self.path.unlink()
-            else:
-                self._write(data)
-            return True
-
-    def _write(self, data: bytes) -> None:
-        tmp = self.path.with_suffix(f".{secrets.token_hex(4)}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-
-
-class _S3Backend:
-    """Compare-and-swap with S3's conditional writes."""
-
-    def __init__(self, root: str, client) -> None:
-        from proflake.sources.settings import split_s3_uri
-
-        self.bucket, prefix = split_s3_uri(root)
-        self.key = f"{prefix}/{LOCK_NAME}" if prefix else LOCK_NAME
-        self.client = client
-
-    @contextlib.contextmanager
-    def atomically(self) -> Iterator[None]:
-        yield  # each request is atomic on its own
-
-    def _what(self) -> str:
-        return f"the store lock s3://{self.bucket}/{self.key}"
-
-    def read(self) -> Seen | None:
-        from proflake.sources.settings import client_error_code, explain_client_error
-
-        try:
-            answer = self.client.get_object(Bucket=self.bucket, Key=self.key)
-        except Exception as e:
-            if client_error_code(e) in ("NoSuchKey", "404"):
-                return None
-            raise explain_client_error(e, self._what()) from e
-        data = answer["Body"].read()
-        modified = answer.get("LastModified")
-        date = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-        age = None
-        if modified is not None and date:
-            # Both from S3's clock; one-second resolution, so a second of allowance.
-            age = (parsedate_to_datetime(date) - modified).total_seconds() - 1.0
-        return Seen(data, answer["ETag"], age, modified)
-
-    def create(self, data: bytes) -> bool:
-        return self._put(data, IfNoneMatch="*", hook="create")
-
-    def swap(self, seen_tag: str, data: bytes | None) -> bool:
-        if data is not None:
-            return self._put(data, IfMatch=seen_tag, hook="swap")
-        from proflake.sources.settings import client_error_code, explain_client_error
-
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=seen_tag)
-            return True
-        except Exception as e:
-            if client_error_code(e) in ("PreconditionFailed", "NoSuchKey", "404", "ConditionalRequestConflict"):
-                return False
-            raise explain_client_error(e, self._what()) from e
-
-    def _put(self, data: bytes, *, hook: str, **condition: str) -> bool:
-        from proflake.sources.settings import client_error_code, explain_client_error
-
-        try:
-            self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
-            if f"lose:{hook}" in _hooks():
-                # Test hook: the write was applied but its answer lost (an HTTP 500), and the client
-                # sends it again, as botocore's retries do: the retry's condition now fails.
-                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
-            return True
-        except Exception as e:
-            # Whatever the answer, the lock itself says whose it is now: our own bytes (our token and
-            # renewal count) mean our write was applied.
-            current = self._read_quietly()
-            if current is not None and current.data == data:
-                return True
-            if client_error_code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
-                return False
-            raise explain_client_error(e, self._what()) from e
-
-    def _read_quietly(self) -> Seen | None:
-        try:
-            return self.read()
-        except Exception:  # noqa: BLE001 (the original error is the one to report)
-            return None
 
 
 def _utc(moment: datetime) -> str:
@@ -378,10 +215,7 @@ class StoreLock:
                     if seen is None or seen.tag != self._tag:
                         self.lost = "another run took the lock over"
                 if self.lost is not None:
-                    raise LockLostError(
-                        f"this run lost the writer lock of the store at {self.store.location!r}: {self.lost}; "
-                        "it stopped before its next commit (the store is consistent); run it again"
-                    )
+                    raise self._lost_error()
                 if not isinstance(self.backend, _LocalBackend):
                     _pause("commit")
                 self._inside.depth = 1
@@ -389,6 +223,24 @@ class StoreLock:
                     yield
                 finally:
                     self._inside.depth = 0
+
+    def _lost_error(self) -> LockLostError:
+        return LockLostError(
+            f"this run lost the writer lock of the store at {self.store.location!r}: {self.lost}; "
+            "it stopped before its next commit (the store is consistent); run it again"
+        )
+
+    def lost_error(self) -> LockLostError | None:
+        """After a failure: LockLostError if the lock is no longer ours (the failure then came from the
+        next holder cleaning up after us, e.g. clearing our spool), else None. Reads the lock without
+        waiting for a renewal in progress."""
+        if self.lost is None and self.info is not None:
+            with contextlib.suppress(Exception):
+                seen = self.backend.read()
+                holder = LockInfo.parse(seen.data) if seen is not None else None
+                if holder is None or holder.token != self.info.token:
+                    self.lost = "another run took the lock over"
+        return self._lost_error() if self.lost is not None else None
 
     def release(self) -> None:
         self._stop.set()
