@@ -202,3 +202,18 @@ def test_every_command_names_an_s3_outage_in_one_line(s3, proxy, stored, command
     done = run_cli([*command, "--store", f"s3://{stored}/store"], env(s3, proxy))
     assert done.returncode == ExitCode.FAILURE, done.stderr
     assert "cannot reach the S3 endpoint" in error_line(done)
+
+
+@pytest.mark.parametrize(("fault", "expected"), [
+    ({"status": 0}, "cannot reach the S3 endpoint"),
+    ({"status": 403, "code": "AccessDenied"}, "access denied to s3://"),
+])
+def test_a_failure_while_duckdb_reads_the_data_files_is_one_sentence(s3, proxy, stored, fault, expected):
+    # The Delta logs answer, the Parquet data files do not: the failure comes out of DuckDB's own S3
+    # reader, in the middle of the query, not out of deltalake's.
+    proxy.fail(fault.pop("status"), path=r"\.parquet", times=None, **fault)
+    done = run_cli(["fetch", "by-step", "2", "--store", f"s3://{stored}/store"], env(s3, proxy))
+    assert done.returncode == ExitCode.FAILURE
+    line = error_line(done)
+    assert expected in line and "DuckDB failed" not in line, line
+    assert s3.env()["AWS_SECRET_ACCESS_KEY"] not in done.stderr

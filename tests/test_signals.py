@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from proflake import ingest
+from proflake import Profiles, ingest
 from proflake.errors import ExitCode
 from proflake.store.lock import LOCK_NAME
 from test_batches import build_corpus, snapshot
@@ -85,6 +85,8 @@ def test_a_signal_between_commits_stops_ingest_cleanly(corpus, tmp_path, commit,
     code = ExitCode.TERMINATED if name == "SIGTERM" else ExitCode.HANGUP
     assert proc.returncode == code == 128 + getattr(signal, name)
     assert err.splitlines()[-1] == f"proflake: stopped by {name}{STOPPED}"
+    # The batch says what happened until the next run repairs it.
+    assert Profiles(str(store)).batches()["status"].to_pylist()[0] == "interrupted"
     assert_recovers(source, store, clean)
 
 

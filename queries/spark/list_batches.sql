@@ -2,7 +2,8 @@
 -- list_batches: one row per ingest run (batch), newest first, from the batches bookkeeping table.
 -- status: committed (finished), running (started, not finished: in progress or killed), abandoned (killed before
 -- its intervals committed; its rows were removed by the next run) or repaired (killed after committing; the
--- next run finished its clean-up).
+-- next run finished its clean-up), failed or interrupted (stopped by an error or a signal; the next run
+-- removes its rows or finishes its clean-up, and then says abandoned or repaired).
 -- Parameters: none.
 -- Columns: batch_id, status, started_at, finished_at, source, full_refresh, files_seen, new_intervals,
 --          replaced_intervals, unchanged, failed, rows_written, bytes_read, seconds.
@@ -15,6 +16,10 @@ SELECT
     THEN 'repaired'
     WHEN BOOL_OR(event = 'abandoned')
     THEN 'abandoned'
+    WHEN BOOL_OR(event = 'failed')
+    THEN 'failed'
+    WHEN BOOL_OR(event = 'interrupted')
+    THEN 'interrupted'
     ELSE 'running'
   END AS status,
   COALESCE(MIN(recorded_at) FILTER(WHERE

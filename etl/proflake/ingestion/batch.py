@@ -143,16 +143,36 @@ def ingest(
 
 
 @contextlib.contextmanager
-def _blamed_on_a_lost_lock(lock: StoreLock) -> Iterator[None]:
-    """A failure after this run lost its lock (a paused run whose spool the next holder cleared) is
-    reported as the lost lock, the cause, not as the missing file it tripped on."""
+def _blamed_on_the_cause(lock: StoreLock, store: Store) -> Iterator[None]:
+    """A failure is reported by its cause: after this run lost its lock (a paused run whose spool the
+    next holder cleared), the lost lock; on a local store whose disk is full, the full disk (deltalake
+    says only "Generic LocalFileSystem error"); else the error itself."""
     try:
         yield
     except Exception as e:
         lost = None if isinstance(e, LockLostError) else lock.lost_error()
         if lost is not None:
             raise lost from e
+        free = _free_bytes(store)
+        if free is not None and free < DISK_FULL_BYTES and not isinstance(e, LockLostError):
+            raise StoreError(
+                f"the disk holding the store at {store.location!r} is full ({free:,} bytes free); free space "
+                "(or move the store) and run the command again: the next run repairs this one"
+            ) from e
         raise
+
+
+DISK_FULL_BYTES = 1 << 20
+
+
+def _free_bytes(store: Store) -> int | None:
+    if store.is_remote:
+        return None
+    try:
+        st = os.statvfs(store.root)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 class Batch:
@@ -217,7 +237,7 @@ class Batch:
             self.pool.start()  # every file will be new: the workers start while the store is opened and listed
         lock = StoreLock(st, wait=wait, purpose="proflake ingest")
         with self.pool, lock, contextlib.ExitStack() as stack:
-            stack.enter_context(_blamed_on_a_lost_lock(lock))
+            stack.enter_context(_blamed_on_the_cause(lock, st))
             self.repair()
             listing = self.list()
             stack.callback(listing.close)  # its temporary file, if it wrote one
@@ -226,14 +246,20 @@ class Batch:
                 # Nothing new, but a killed run may have committed intervals without rebuilding the roll-ups.
                 self.clean_up(set())
             else:
+                failure: BaseException | None = None
                 try:
                     self.parse(todo, listing)
                     self.clean_up(self.commit())
+                except BaseException as e:
+                    failure = e
+                    raise
                 finally:
                     if self.committer is not None:
-                        self.committer.close()
+                        self.committer.close()  # first: on a full disk, clearing the spool frees space
                     if self._started_record is not None:
                         futures_wait([self._started_record])  # never still writing once the lock is released
+                    if failure is not None:
+                        self.record_failure(failure, lock)
             report.seconds = time.perf_counter() - started
             self.record("committed")
             if todo is not None and after_commit is not None:
@@ -389,6 +415,18 @@ class Batch:
         if report.failed or not self.empty:
             update_quarantine(st, report, ingested, self.now)
         refresh_phase_rollups(st, report.batch_id, log=self.say, partials=self.partials)
+
+    def record_failure(self, error: BaseException, lock: StoreLock) -> None:
+        """A run stopped by an error ('failed') or a signal ('interrupted') after it recorded its start
+        says so in ``batches``, while it still holds the lock; the next run repairs it as before.
+        Best effort: the error may be the store's own (a full disk), and a lost lock writes nothing."""
+        if self._started_record is None:
+            return
+        with contextlib.suppress(BaseException):
+            futures_wait([self._started_record])
+            if isinstance(error, LockLostError) or lock.lost_error() is not None:
+                return
+            self.record("interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
 
     def record(self, event: str) -> None:
         """Step 7: the batch's event in ``batches`` ('committed' once it is done)."""

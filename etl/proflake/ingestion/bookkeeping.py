@@ -18,6 +18,8 @@ from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
 from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view
 
+FINISHED_EVENTS = ("committed", "abandoned", "repaired")
+
 
 def new_batch_id(now: datetime) -> str:
     return f"{now:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(3)}"
@@ -80,10 +82,14 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
 
 
 def unfinished_batches(store: Store) -> list[str]:
-    """Batches recorded as 'started' with no later event: the runs that were killed."""
+    """Batches recorded as 'started' that never finished: killed, or stopped by an error or a signal
+    ('failed', 'interrupted'), whose rows the next run removes or whose clean-up it finishes."""
     started, ended = set(), set()
     for batch, event in store.rows("batches", ["batch_id", "event"]):
-        (started if event == "started" else ended).add(batch)
+        if event == "started":
+            started.add(batch)
+        elif event in FINISHED_EVENTS:
+            ended.add(batch)
     return sorted(started - ended)
 
 

@@ -295,8 +295,19 @@ class Profiles:
         return self._fresh(lambda: self._run("list_jobs", {"profiler": _profiler(profiler), "source_prefix": self.source_prefix}))
 
     def batches(self) -> pa.Table:
-        """Ingest runs, newest first (queries/list_batches.sql)."""
-        return self._fresh(lambda: self._run("list_batches", {}))
+        """Ingest runs, newest first (queries/list_batches.sql), where a batch the SQL calls 'running'
+        is 'stopped' unless it is the newest and a run holds the writer lock: killed, or failed where
+        it could not record so (a full disk); the next ingest repairs it."""
+        table = self._fresh(lambda: self._run("list_batches", {}))
+        status = table["status"].to_pylist()
+        if "running" not in status:
+            return table
+        from proflake.store.lock import lock_holder
+
+        held = lock_holder(self.store) is not None
+        newest_running = status.index("running")
+        status = ["stopped" if s == "running" and not (held and i == newest_running) else s for i, s in enumerate(status)]
+        return table.set_column(table.schema.get_field_index("status"), "status", pa.array(status, pa.string()))
 
     def errors(self, kind: str | None = None) -> pa.Table:
         """The quarantine, newest failure first (queries/list_errors.sql)."""

@@ -28,7 +28,11 @@ def explain(error: BaseException, where: str = "the store", config: S3Config | N
         return error
     module = type(error).__module__ or ""
     text = _first_line(error)
-    if module.startswith("duckdb"):
+    if module.startswith(("duckdb", "_duckdb")):
+        if looks_like_object_store(str(error)):
+            # DuckDB reading a store's Parquet files through object_store (a registered dataset):
+            # the S3 failure inside is the cause.
+            return explain_object_store_error(str(error), where, config)
         return _duckdb(error, text)
     if module.startswith(("deltalake", "_internal")) or type(error).__name__ in ("DeltaError", "CommitFailedError"):
         return _delta(error, str(error), where, config)

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from proflake.errors import LockLostError, StoreLockedError
 from proflake.store.lock_backends import LOCK_NAME, Seen, _hooks, _LocalBackend, _pause, _S3Backend
 
-__all__ = ["LEASE_SECONDS", "LOCK_NAME", "LockInfo", "StoreLock"]
+__all__ = ["LEASE_SECONDS", "LOCK_NAME", "LockInfo", "StoreLock", "lock_holder"]
 
 LEASE_SECONDS = 180.0
 
@@ -260,3 +260,9 @@ class StoreLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def lock_holder(store) -> LockInfo | None:
+    """Who holds the store's writer lock now (None: no run writes to it), read without taking it."""
+    seen = StoreLock(store).backend.read()
+    return LockInfo.parse(seen.data) if seen is not None else None

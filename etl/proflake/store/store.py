@@ -55,7 +55,8 @@ WRITER_PROPERTIES = WriterProperties(
 class _CrashPoints:
     """Crash testing: with PROFLAKE_KILL_AFTER_COMMITS=N the process SIGKILLs itself right after its
     N-th Delta commit, so tests can stop a real run between any two commits, deterministically
-    (PROFLAKE_SIGNAL_AFTER_COMMITS: the same with SIGTERM or SIGHUP, for graceful termination)."""
+    (PROFLAKE_SIGNAL_AFTER_COMMITS: the same with SIGTERM or SIGHUP, for graceful termination;
+    PROFLAKE_FILL_DISK_AFTER_COMMITS: a full disk at the next commit)."""
 
     def __init__(self) -> None:
         self.commits = 0
@@ -70,6 +71,22 @@ class _CrashPoints:
         point, _, name = os.environ.get("PROFLAKE_SIGNAL_AFTER_COMMITS", "").partition(":")
         if point and self.commits == int(point):
             os.kill(os.getpid(), getattr(signal, name or "SIGTERM"))
+        # PROFLAKE_FILL_DISK_AFTER_COMMITS=N:FILE fills the file system of FILE after the N-th commit,
+        # so the next write, the next commit's, meets a full disk.
+        point, _, filler = os.environ.get("PROFLAKE_FILL_DISK_AFTER_COMMITS", "").partition(":")
+        if point and self.commits == int(point):
+            _fill_disk(filler)
+
+
+def _fill_disk(path: str) -> None:
+    chunk = b"\0" * (1 << 20)
+    with open(path, "wb", buffering=0) as f:
+        for size in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    f.write(chunk[:size])
+            except OSError:
+                continue  # full at this size: smaller writes take what is left
 
 
 crash_points = _CrashPoints()

@@ -289,6 +289,11 @@ class ParsePool:
 
     def _answered(self, worker: _Worker, reply: _Reply) -> Iterator[ChunkResult]:
         if reply.error is not None:
+            if "No space left on device" in reply.error or "Disk quota exceeded" in reply.error:
+                raise StoreError(
+                    "the disk holding the store's spool is full (a parse worker could not write its fact files); "
+                    "free space (or move the store) and run the command again"
+                )
             raise StoreError(f"a parse worker could not write its fact files: {reply.error}")
         chunk = worker.answered(self.timeout_s)
         if chunk:
