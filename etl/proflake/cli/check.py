@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from proflake.cli.common import cli, say, store_option
 from proflake.errors import ExitCode
-from proflake.store.store import Store
+
+if TYPE_CHECKING:
+    from proflake.store.store import Store
 
 
 @cli.command()
