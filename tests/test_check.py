@@ -65,3 +65,23 @@ def test_a_truncated_fact_file_and_a_lost_rollup_file_are_found_and_rebuilt(tmp_
     assert snapshot(str(store)) == clean
     assert _phases(store) == phases
     assert _cli("check", "--store", str(store)).returncode == 0
+
+
+def test_a_truncated_or_deleted_data_file_is_one_line_pointing_at_check_from_every_reading_command(tmp_path):
+    _, store, _ = _setup(tmp_path)
+    victim = Path(Store(store).delta("function_stats").file_uris()[0])
+    data = victim.read_bytes()
+    readers = (["fetch", "by-step", "1", "--all-jobs"], ["sql", "SELECT sum(total_calls) FROM function_stats"],
+               ["report", "job", "--all-jobs", "--out", str(tmp_path / "page.html")])
+    for damage, expected in (("truncated", "does not read as Parquet"), ("deleted", "current log names is missing")):
+        if damage == "truncated":
+            victim.write_bytes(data[:100])
+        else:
+            victim.unlink()
+        for args in readers:
+            done = _cli(*args, "--store", str(store))
+            assert done.returncode == 1 and "Traceback" not in done.stderr, (damage, args, done.stderr)
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith("proflake: error: ") and expected in last and "proflake check" in last, (damage, args, last)
+    assert _cli("check", "--repair", "--store", str(store)).returncode == 0
+    assert _cli("fetch", "by-step", "1", "--all-jobs", "--store", str(store)).returncode == 0

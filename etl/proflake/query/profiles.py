@@ -21,13 +21,13 @@ import duckdb
 import pyarrow as pa
 
 from proflake import sql as queries
-from proflake.errors import StaleSnapshotError, UnknownNameError, UsageError
+from proflake.errors import StaleSnapshotError, StoreError, UnknownNameError, UsageError
 from proflake.modes import PythonProfileModes, StepPhase, mode_label, phase_label
 from proflake.query.bounded import Bounds
 from proflake.query.names import PROFILERS, SORT_KEYS
 from proflake.query.registry import FETCH_METHOD_NAMES, FetchMethod, fetch_method
 from proflake.store import rollups
-from proflake.store.faults import STALE, is_vacuumed
+from proflake.store.faults import MISSING, STALE, is_vacuumed
 from proflake.store.store import FileSpans, Store
 from proflake.times import TimeLike, epoch_seconds
 
@@ -262,7 +262,8 @@ class Profiles:
 
     def _fresh(self, call: Callable[[], T]) -> T:
         """``call()``; if compaction's vacuum removed files this reader had listed, refresh once and
-        call again; if that fails the same way, one sentence saying so (StaleSnapshotError)."""
+        call again; if the fresh snapshot's files are missing too, the store is damaged (StoreError,
+        pointing at ``proflake check``)."""
         try:
             return call()
         except Exception as e:
@@ -272,8 +273,8 @@ class Profiles:
         try:
             return call()
         except Exception as e:
-            if is_vacuumed(e):
-                raise StaleSnapshotError(STALE) from e
+            if is_vacuumed(e):  # the fresh snapshot's own files are missing: damage, not compaction
+                raise StoreError(MISSING) from e
             raise
 
     def _run(self, name: str, params: dict[str, Any]) -> pa.Table:

@@ -9,6 +9,7 @@ which should keep its traceback).
 from __future__ import annotations
 
 import errno
+import re
 
 from proflake.errors import ProflakeError, QueryLimitError, StaleSnapshotError, StoreError
 from proflake.sources.settings import (
@@ -59,6 +60,10 @@ def _duckdb(error: BaseException, text: str) -> ProflakeError:
         return QueryLimitError("the query was interrupted")
     if "No files found" in text or "No such file or directory" in text:
         return StaleSnapshotError(STALE)
+    if any(sign in text for sign in _NOT_PARQUET):
+        file = re.search(r"'([^']+\.parquet)'", text)
+        named = f" ({file.group(1)})" if file else ""
+        return StoreError(f"a data file of the store does not read as Parquet{named}: {DAMAGED}")
     return ProflakeError(f"DuckDB failed: {text}")
 
 
@@ -75,6 +80,15 @@ def is_vacuumed(error: BaseException) -> bool:
         error = error.__cause__
     return False
 
+
+# What DuckDB says of a truncated or overwritten Parquet file.
+_NOT_PARQUET = ("No magic bytes found", "too small to be a Parquet file", "TProtocolException", "Corrupt", "Invalid Parquet")
+DAMAGED = (
+    "the store is damaged; run 'proflake check' with the same --store to list the damage "
+    "(and 'proflake check --repair' to rebuild what can be)"
+)
+# A file still missing after a reader reopened the store's current snapshot: not compaction, damage.
+MISSING = f"a data file the store's current log names is missing: {DAMAGED}"
 
 STALE = (
     "files this reader opened were removed by 'proflake compact' (vacuum) since; reconnect "
