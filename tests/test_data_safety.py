@@ -145,6 +145,30 @@ def test_full_refresh_replaces_only_what_its_source_covers(tmp_path):
     assert {row[0] for row in Store(store).connect().sql("SELECT DISTINCT job_id FROM intervals").fetchall()} == jobs
 
 
+def test_rebuild_says_what_it_deletes_and_does_it_only_with_yes(tmp_path):
+    one, two = _two_sources(tmp_path)
+    store, reference = tmp_path / "store", tmp_path / "reference"
+    for source in (one, two):
+        ingest(str(source), str(store))
+    ingest(str(one), str(reference))
+    before = snapshot(str(store))
+    elsewhere = Store(store).connect().sql(
+        f"SELECT count(*) FROM intervals WHERE NOT starts_with(source_uri, '{one}/')"
+    ).fetchall()[0][0]
+    rebuild = [sys.executable, "-m", "proflake.cli", "rebuild", str(one), "--store", str(store), "--json"]
+    dry = subprocess.run(rebuild, capture_output=True, text=True, check=False)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["deleted_intervals"] == {"job-2": elsewhere} and elsewhere > 0
+    assert f"  job-2: {elsewhere} interval(s)" in dry.stderr and "nothing changed: pass --yes" in dry.stderr
+    assert snapshot(str(store)) == before
+    done = subprocess.run([*rebuild, "--yes"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["whole_store"] and summary["removed_intervals"] == len(before["intervals"])
+    assert "whole store rebuilt from" in done.stderr
+    assert snapshot(str(store)) == snapshot(str(reference))  # exactly what the source holds, nothing else
+
+
 def test_demo_refuses_a_store_holding_another_job_and_replaces_only_its_own(tmp_path):
     build_corpus(tmp_path / "src", nodes=1, steps=2)
     real = tmp_path / "real-store"

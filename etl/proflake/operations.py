@@ -39,6 +39,13 @@ def ingest(source: Any, store: Store | str | None = None, *, allow_empty: bool =
     return ingest_batch(source, store, after_commit=_refresh_after_commit, **options)
 
 
+def rebuild(source: Any, store: Store | str | None = None, **options: Any) -> IngestReport:
+    """Make ``store`` hold exactly what ``source`` holds, in one commit: every file under it parsed again,
+    every interval from elsewhere (other sources' jobs) deleted. ``proflake.ingestion.rebuild.rebuild_plan``
+    says what that deletes; the CLI shows it and asks for ``--yes``."""
+    return ingest(source, store, whole_store=True, **options)
+
+
 def compact(store: Store, **options: Any) -> CompactReport:
     """Compact and vacuum every table of ``store``, refreshing its BI catalogs before the vacuum."""
     return compact_tables(store, before_vacuum=lambda s: refresh_catalogs(s), **options)

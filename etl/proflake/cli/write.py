@@ -80,6 +80,39 @@ def ingest(
 
 
 @cli.command()
+@click.argument("source")
+@store_option
+@click.option("--yes", is_flag=True, help="Do it: without --yes, only say what would be deleted.")
+@click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, help="Seconds to wait for another run's lock.")
+@click.option("--workers", type=click.IntRange(min=1), help="Parse worker processes (default: one per core).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan (without --yes) or the run summary as JSON on stdout.")
+def rebuild(source: str, store: Store, yes: bool, wait: float, workers: int | None, as_json: bool, s3: S3Config) -> None:
+    """Rebuild the WHOLE store from SOURCE: parse every file under it again and delete every interval that
+    came from elsewhere (other sources' jobs), in one commit. Without --yes it only lists what it would
+    delete. To rebuild only what SOURCE covers, use 'ingest SOURCE --full-refresh'."""
+    from proflake.ingestion.rebuild import rebuild_plan
+    from proflake.operations import rebuild as run_rebuild
+    from proflake.sources import open_source
+
+    src = open_source(source, s3)
+    plan = rebuild_plan(src, store)
+    for line in plan.lines():
+        say(line)
+    if not yes:
+        say("nothing changed: pass --yes to rebuild")
+        if as_json:
+            click.echo(json.dumps(plan.to_dict(), indent=1))
+        return
+    with graceful_termination():
+        report = run_rebuild(src, store, s3=s3, wait=wait, workers=workers, log=say, allow_empty=False)
+    say(report.summary())
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=1))
+    if report.partial:
+        raise SystemExit(ExitCode.PARTIAL)
+
+
+@cli.command()
 @store_option
 @click.option("--retention-hours", type=click.IntRange(min=0), default=168, show_default=True,
               help="Vacuum only files unreferenced for longer than this (readers of older versions keep working).")

@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from datetime import datetime, timezone
 
-from proflake.errors import LockLostError, StoreError
+from proflake.errors import StoreError
 from proflake.ingestion.allocator import (
     _enter_system_allocator,
     _leave_system_allocator,
@@ -55,6 +55,7 @@ from proflake.ingestion.commit import (
     interval_keys,
     interval_row,
 )
+from proflake.ingestion.failures import blamed_on_the_cause, record_stop
 from proflake.ingestion.listing import (
     Candidate,
     SortedListing,
@@ -81,21 +82,9 @@ from proflake.workers.pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink
 # The names this module has always offered (bench/, tests, callers), wherever they now live.
 repair = repair_store
 __all__ = [
-    "Batch",
-    "FailedFile",
-    "IngestReport",
-    "IntervalRows",
-    "Progress",
-    "SortedListing",
-    "_enter_system_allocator",
-    "_leave_system_allocator",
-    "clear_spool",
-    "ingest",
-    "interval_id",
-    "job_id_for",
-    "new_batch_id",
-    "repair",
-    "unfinished_batches",
+    "Batch", "FailedFile", "IngestReport", "IntervalRows", "Progress", "SortedListing",
+    "_enter_system_allocator", "_leave_system_allocator", "clear_spool", "ingest", "interval_id",
+    "job_id_for", "new_batch_id", "repair", "unfinished_batches",
 ]
 
 # Fact rows a parse worker holds before it writes them as files (one per fact table); bounds memory
@@ -113,6 +102,7 @@ def ingest(
     *,
     job_id: str | None = None,
     full_refresh: bool = False,
+    whole_store: bool = False,
     qualify_jobs: bool = False,
     s3: S3Config | None = None,
     wait: float = 0.0,
@@ -132,47 +122,19 @@ def ingest(
     refresh, given by ``proflake.operations.ingest``). A job folder named like a job of the store that
     came from another folder is quarantined (``job_conflict``), unless ``qualify_jobs``: its job id then
     keeps as many parent folders as tell it apart (``team-b/run-7``), which the smdebug-compatible
-    classes use, as they scope every answer by source and never name jobs.
+    classes use, as they scope every answer by source and never name jobs. ``whole_store`` (with
+    ``full_refresh``; ``proflake rebuild``): the store afterwards holds exactly what ``source`` holds,
+    every interval of other sources removed in the same commit.
     """
     s3 = s3 or S3Config.from_env()
     st = store if isinstance(store, Store) else Store(store, s3=s3)
     src = open_source(source, s3) if isinstance(source, str) else source
     pool = ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s)
-    batch = Batch(src, st, pool, job_id=job_id, full_refresh=full_refresh, qualify_jobs=qualify_jobs, max_file_mb=max_file_mb, log=log, progress=progress)
+    batch = Batch(
+        src, st, pool, job_id=job_id, full_refresh=full_refresh or whole_store, whole_store=whole_store,
+        qualify_jobs=qualify_jobs, max_file_mb=max_file_mb, log=log, progress=progress,
+    )
     return batch.run(wait=wait, after_commit=after_commit)
-
-
-@contextlib.contextmanager
-def _blamed_on_the_cause(lock: StoreLock, store: Store) -> Iterator[None]:
-    """A failure is reported by its cause: after this run lost its lock (a paused run whose spool the
-    next holder cleared), the lost lock; on a local store whose disk is full, the full disk (deltalake
-    says only "Generic LocalFileSystem error"); else the error itself."""
-    try:
-        yield
-    except Exception as e:
-        lost = None if isinstance(e, LockLostError) else lock.lost_error()
-        if lost is not None:
-            raise lost from e
-        free = _free_bytes(store)
-        if free is not None and free < DISK_FULL_BYTES and not isinstance(e, LockLostError):
-            raise StoreError(
-                f"the disk holding the store at {store.location!r} is full ({free:,} bytes free); free space "
-                "(or move the store) and run the command again: the next run repairs this one"
-            ) from e
-        raise
-
-
-DISK_FULL_BYTES = 1 << 20
-
-
-def _free_bytes(store: Store) -> int | None:
-    if store.is_remote:
-        return None
-    try:
-        st = os.statvfs(store.root)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
 
 
 class Batch:
@@ -186,6 +148,7 @@ class Batch:
         *,
         job_id: str | None = None,
         full_refresh: bool = False,
+        whole_store: bool = False,
         qualify_jobs: bool = False,
         max_file_mb: float = DEFAULT_MAX_FILE_MB,
         log: Callable[[str], None] | None = None,
@@ -195,11 +158,13 @@ class Batch:
         self.job_id = job_id
         self.full_refresh = full_refresh
         self.qualify_jobs = qualify_jobs
+        self.whole_store = whole_store
         self.max_file_mb = max_file_mb
         self.say = log or (lambda message: None)
         self.bar = progress or Progress()
         self.now = datetime.now(timezone.utc)
-        self.report = IngestReport(batch_id=new_batch_id(self.now), source=src.uri, store=store.location, full_refresh=full_refresh)
+        self.report = IngestReport(batch_id=new_batch_id(self.now), source=src.uri, store=store.location, full_refresh=full_refresh,
+                                   whole_store=whole_store)
         self.replaced: dict[str, str] = {}  # source_uri -> interval_id of the version being replaced
         self.empty = False  # no run has written to the store yet
         self.known: dict[str, tuple[str, int, str]] = {}  # source_uri -> (interval_id, size, version) ingested
@@ -237,7 +202,7 @@ class Batch:
             self.pool.start()  # every file will be new: the workers start while the store is opened and listed
         lock = StoreLock(st, wait=wait, purpose="proflake ingest")
         with self.pool, lock, contextlib.ExitStack() as stack:
-            stack.enter_context(_blamed_on_the_cause(lock, st))
+            stack.enter_context(blamed_on_the_cause(lock, st))
             self.repair()
             listing = self.list()
             stack.callback(listing.close)  # its temporary file, if it wrote one
@@ -278,7 +243,7 @@ class Batch:
         self.known = {} if self.empty else st.ingested_versions()
         if self.full_refresh:
             prefix = source_prefix(self.src)
-            self.covered = {uri: v[0] for uri, v in self.known.items() if uri.startswith(prefix)}
+            self.covered = {uri: v[0] for uri, v in self.known.items() if self.whole_store or uri.startswith(prefix)}
             self.covers_store = len(self.covered) == len(self.known)
             self.known = {}  # every file is parsed again
 
@@ -417,16 +382,9 @@ class Batch:
         refresh_phase_rollups(st, report.batch_id, log=self.say, partials=self.partials)
 
     def record_failure(self, error: BaseException, lock: StoreLock) -> None:
-        """A run stopped by an error ('failed') or a signal ('interrupted') after it recorded its start
-        says so in ``batches``, while it still holds the lock; the next run repairs it as before.
-        Best effort: the error may be the store's own (a full disk), and a lost lock writes nothing."""
-        if self._started_record is None:
-            return
-        with contextlib.suppress(BaseException):
-            futures_wait([self._started_record])
-            if isinstance(error, LockLostError) or lock.lost_error() is not None:
-                return
-            self.record("interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
+        """'failed' or 'interrupted' in ``batches`` (proflake.ingestion.failures.record_stop)."""
+        if self._started_record is not None:
+            record_stop(self.store, self.report, self._started_record, error, lock)
 
     def record(self, event: str) -> None:
         """Step 7: the batch's event in ``batches`` ('committed' once it is done)."""

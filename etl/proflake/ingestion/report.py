@@ -20,11 +20,12 @@ class IngestReport:
     source: str
     store: str
     full_refresh: bool = False
+    whole_store: bool = False  # proflake rebuild: every interval of the store was replaced, not only SOURCE's
     files_seen: int = 0
     intervals_seen: int = 0
     new_intervals: int = 0
     replaced_intervals: int = 0
-    removed_intervals: int = 0  # a full refresh: intervals of the source's earlier generations it dropped
+    removed_intervals: int = 0  # a full refresh: intervals it dropped (the source's; a rebuild: the store's)
     unchanged: int = 0
     unrecognised: list[str] = field(default_factory=list)
     failed: list[FailedFile] = field(default_factory=list)
@@ -44,7 +45,9 @@ class IngestReport:
 
     def summary(self) -> str:
         refreshed = (
-            f"; full refresh of {self.source}: {self.removed_intervals} interval(s) ingested from it before were removed"
+            f"; whole store rebuilt from {self.source}: its {self.removed_intervals} earlier interval(s) were removed"
+            if self.whole_store
+            else f"; full refresh of {self.source}: {self.removed_intervals} interval(s) ingested from it before were removed"
             if self.full_refresh
             else ""
         )
@@ -68,6 +71,7 @@ class IngestReport:
             "source": self.source,
             "store": self.store,
             "full_refresh": self.full_refresh,
+            "whole_store": self.whole_store,
             "files_seen": self.files_seen,
             "intervals_seen": self.intervals_seen,
             "new_intervals": self.new_intervals,
