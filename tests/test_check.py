@@ -4,6 +4,7 @@ claims to (the store then equals a clean ingest)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from proflake import Profiles, ingest
 from proflake.store.store import Store
 from test_batches import build_corpus, snapshot
+from test_s3 import bucket  # noqa: F401 (a fixture; the S3 server itself is conftest's)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -85,3 +87,35 @@ def test_a_truncated_or_deleted_data_file_is_one_line_pointing_at_check_from_eve
             assert last.startswith("proflake: error: ") and expected in last and "proflake check" in last, (damage, args, last)
     assert _cli("check", "--repair", "--store", str(store)).returncode == 0
     assert _cli("fetch", "by-step", "1", "--all-jobs", "--store", str(store)).returncode == 0
+
+
+def test_check_finds_missing_and_truncated_objects_on_an_s3_store_and_repairs_them(s3, bucket, tmp_path):  # noqa: F811
+    src = tmp_path / "src"
+    build_corpus(src, nodes=1, steps=3)
+    ingest(str(src), str(tmp_path / "reference"))
+    store = f"s3://{bucket}/store"
+    run = lambda *args: subprocess.run([sys.executable, "-m", "proflake.cli", *args, "--store", store],  # noqa: E731
+                                       capture_output=True, text=True, env=s3.env(), check=False)
+    assert run("ingest", str(src)).returncode == 0
+    assert run("check").returncode == 0
+    client = s3.client()
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="store/function_stats/")["Contents"]
+                  if o["Key"].endswith(".parquet"))
+    body = client.get_object(Bucket=bucket, Key=keys[0])["Body"].read()
+    client.put_object(Bucket=bucket, Key=keys[0], Body=body[:100])
+    phase = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="store/phase_function_stats/")["Contents"]
+             if o["Key"].endswith(".parquet")]
+    client.delete_object(Bucket=bucket, Key=phase[0])
+    found = run("check")
+    assert found.returncode == 1 and "Traceback" not in found.stderr
+    lines = found.stdout.splitlines()
+    assert any("table 'function_stats': data file" in line and f"(it has 100 bytes, its log says {len(body):,})" in line
+               for line in lines), lines
+    assert any("table 'phase_function_stats': data file" in line and "is missing" in line for line in lines), lines
+    repaired = run("check", "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert run("check").returncode == 0
+    local = Profiles(str(tmp_path / "reference")).by_job_phase(all_jobs=True).table.to_pylist()
+    done = run("fetch", "by-job-phase", "--all-jobs", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)) == len(local)

@@ -3,7 +3,8 @@
 What is checked, each finding one line naming the damage and its remedy:
 
 * every table is there (a deleted table folder is damage, never silently recreated empty);
-* every data file a table's Delta log references exists and its Parquet footer reads (local stores);
+* every data file a table's Delta log references exists and its Parquet footer reads (on S3: exists,
+  with the size the log records);
 * no batch was left unfinished by a killed run;
 * every fact row belongs to a live interval, and every live interval that holds data has its facts;
 * the derived phase roll-ups were built from the live intervals.
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from proflake.ingestion.bookkeeping import delete_orphan_facts, has_table, missing_tables, repair, unfinished_batches
@@ -108,7 +110,7 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> list[str]:
                 lost_spans.extend(_spans(store, name, {uri for uri, _ in bad}))
             for uri, why in bad:
                 if why != "is missing":
-                    os.replace(uri, uri + ".damaged")  # kept aside, out of the table
+                    _set_aside(store, uri)
             store.delta(name).repair(dry_run=False)
             rebuild_derived = rebuild_derived or name in DERIVED_TABLES
     if not fix and any(f.kind == "bad_file" for f in report.findings):
@@ -186,9 +188,11 @@ def _spans(store: Store, name: str, uris: set[str]) -> list[str]:
 
 
 def _bad_files(store: Store, name: str) -> list[tuple[str, str]]:
-    """(uri, what is wrong) of each data file the table's log references that is missing or unreadable."""
+    """(uri, what is wrong) of each data file the table's log references that is missing or unreadable:
+    on disk, its Parquet footer is read; on S3, one listing per table compares every object's size with
+    the log's (a footer read per object would cost a request each)."""
     if store.is_remote:
-        return []  # a footer read per object costs a request each: checked on local stores only
+        return _bad_objects(store, name)
     bad = []
     for uri in store.delta(name).file_uris():
         if not os.path.exists(uri):
@@ -198,4 +202,44 @@ def _bad_files(store: Store, name: str) -> list[tuple[str, str]]:
             pq.ParquetFile(uri).metadata  # noqa: B018 (reading the footer is the check)
         except Exception as e:  # noqa: BLE001 (any failure to read it is the finding)
             bad.append((uri, f"does not read as Parquet ({type(e).__name__})"))
+    return bad
+
+
+def _set_aside(store: Store, uri: str) -> None:
+    """Move a damaged data file to ``<name>.damaged`` beside it: out of the table, kept for a post-mortem."""
+    if not store.is_remote:
+        os.replace(uri, uri + ".damaged")
+        return
+    from proflake.sources.settings import explain_client_error, split_s3_uri
+
+    bucket, key = split_s3_uri(uri)
+    client = store.s3.client()  # type: ignore[union-attr]
+    try:
+        client.copy_object(Bucket=bucket, Key=key + ".damaged", CopySource={"Bucket": bucket, "Key": key})
+        client.delete_object(Bucket=bucket, Key=key)
+    except Exception as e:  # botocore's errors, named by explain_client_error
+        raise explain_client_error(e, uri) from e
+
+
+def _bad_objects(store: Store, name: str) -> list[tuple[str, str]]:
+    from proflake.sources.settings import explain_client_error, split_s3_uri
+
+    table_uri = store.table_uri(name)
+    bucket, prefix = split_s3_uri(table_uri)
+    listed: dict[str, int] = {}
+    try:
+        pages = store.s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/")  # type: ignore[union-attr]
+        for page in pages:
+            listed.update((item["Key"][len(prefix) + 1 :], int(item["Size"])) for item in page.get("Contents", ()))
+    except Exception as e:  # botocore's errors, named by explain_client_error
+        raise explain_client_error(e, table_uri) from e
+    actions = pa.RecordBatchReader.from_stream(store.delta(name).get_add_actions(flatten=True)).read_all()
+    bad = []
+    for path, size in zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()):
+        key = unquote(path)
+        uri = f"{table_uri}/{key}"
+        if key not in listed:
+            bad.append((uri, "is missing"))
+        elif listed[key] != size:
+            bad.append((uri, f"does not read as Parquet (it has {listed[key]:,} bytes, its log says {size:,})"))
     return bad
