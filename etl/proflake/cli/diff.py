@@ -7,25 +7,20 @@ from typing import Any
 
 import click
 
-from proflake.cli.common import cli, emit, say, store_option
-from proflake.errors import ExitCode, ProflakeError
+from proflake.cli.common import cli, emit, say, stdout_is_terminal, store_option
+from proflake.errors import ExitCode, ProflakeError, UsageError
+from proflake.query.diff_options import SIDE_OPTIONS
 from proflake.query.names import DIFF_MATCH as MATCH
 from proflake.query.names import DIFF_PER as PER
 from proflake.query.names import PROFILERS
 
-_SIDE_OPTIONS = (
-    ("node", "ID", "only this node (default: all nodes)"),
-    ("steps", "A:B", "steps A..B of --mode ('A' one step, 'A:*' to the end; default every step)"),
-    ("mode", "MODE", "the steps' mode (default train)"),
-    ("time", "START:END", "intervals overlapping this window (seconds since the epoch) instead of steps"),
-)
-
 
 def side_options(f):
-    for name, metavar, meaning in reversed(_SIDE_OPTIONS):
-        f = click.option(f"--head-{name}", metavar=metavar, help=f"Head side: {meaning}.")(f)
-        f = click.option(f"--base-{name}", metavar=metavar, help=f"Base side: {meaning}.")(f)
-        f = click.option(f"--{name}", metavar=metavar, help=f"Both sides: {meaning}.")(f)
+    for name, metavar, meaning in reversed(SIDE_OPTIONS):
+        flag = name.replace("_", "-")
+        f = click.option(f"--head-{flag}", metavar=metavar, help=f"Head side: {meaning}.")(f)
+        f = click.option(f"--base-{flag}", metavar=metavar, help=f"Base side: {meaning}.")(f)
+        f = click.option(f"--{flag}", metavar=metavar, help=f"Both sides: {meaning}.")(f)
     return f
 
 
@@ -76,12 +71,20 @@ def side_options(f):
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(("table", "csv", "json", "parquet")),
+    type=click.Choice(("table", "csv", "json", "parquet", "html")),
     default="table",
     show_default=True,
-    help="Output format; json is one document: sides, total, gate, warnings and every function.",
+    help="Output format; json is one document: sides, total, gate, warnings and every function; html the "
+    "diff page (a differential flame graph and the table, self-contained: docs/diff.md).",
 )
 @click.option("--output", "-o", metavar="FILE", help="Write the result to FILE instead of stdout.")
+@click.option(
+    "--flame-nodes",
+    type=click.IntRange(min=10),
+    default=2000,
+    show_default=True,
+    help="--format html: flame-graph nodes kept per side; smaller ones are folded into [other] nodes.",
+)
 @store_option
 def diff(
     base_job: str,
@@ -96,21 +99,26 @@ def diff(
     top: int | None,
     fmt: str,
     output: str | None,
+    flame_nodes: int,
     **sides: Any,
 ) -> None:
     """Compare HEAD_JOB (default: BASE_JOB again, narrowed differently) with BASE_JOB, function by function.
 
     Each node's step is a sample: changes are tested against the step-to-step noise (Welch's t-test,
-    Holm-corrected). Exit codes: 0 ok, 5 when --fail-on finds a significant regression (docs/diff.md).
+    Holm-corrected). A side is a range of steps (default: every train step), a time window, a pair of
+    modes or a job phase. Exit codes: 0 ok, 5 when --fail-on finds a significant regression (docs/diff.md).
     """
-    from proflake.query.diff import TABLE_COLUMNS, parse_fail_on, selection, summary_lines
+    from proflake.query.diff import TABLE_COLUMNS, summary_lines
+    from proflake.query.diff_options import parse_fail_on, side_selection
     from proflake.query.profiles import Profiles
 
     total_gate, function_gate = parse_fail_on(fail_on)
+    if fmt == "html" and not output and stdout_is_terminal():
+        raise UsageError("--format html writes a web page, which a terminal cannot show; pass --output FILE")
+    shared = {key: sides[key] for key, _, _ in SIDE_OPTIONS}
 
     def side(name: str, job: str) -> Any:
-        values = {key: sides[f"{name}_{key}"] or sides[key] for key, _, _ in _SIDE_OPTIONS}
-        return selection(job, **values)
+        return side_selection(job, {key: sides[f"{name}_{key}"] for key, _, _ in SIDE_OPTIONS}, shared)
 
     result = Profiles(store).diff(
         side("base", base_job),
@@ -124,11 +132,17 @@ def diff(
     for line in summary_lines(result):
         say(line)
     reasons = result.gate(total_gate, function_gate)
-    if fmt == "json":
-        document = result.to_dict(total_gate, function_gate)
-        if top is not None:
-            document["functions"] = document["functions"][:top]
-        data = json.dumps(document, indent=2) + "\n"
+    if fmt in ("json", "html"):
+        if fmt == "json":
+            document = result.to_dict(total_gate, function_gate)
+            if top is not None:
+                document["functions"] = document["functions"][:top]
+            data = json.dumps(document, indent=2) + "\n"
+        else:
+            page = result.report(
+                fail_on_total=total_gate, fail_on_function=function_gate, flame_budget=flame_nodes, top=top
+            )
+            data = page.html
         if output:
             try:
                 with open(output, "w", encoding="utf-8") as f:

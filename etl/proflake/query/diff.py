@@ -123,6 +123,8 @@ class DiffResult:
     total: dict[str, Any]
     table: pa.Table
     warnings: list[str]
+    _profiles: Profiles | None = field(default=None, repr=False, compare=False)
+    _page: Any = field(default=None, repr=False, compare=False)
 
     @property
     def tested(self) -> bool:
@@ -205,6 +207,33 @@ class DiffResult:
         }
 
 
+    def report(
+        self,
+        *,
+        fail_on_total: float | None = None,
+        fail_on_function: float | None = None,
+        flame_budget: int = 2000,
+        top: int | None = None,
+    ):  # -> proflake.render.report.Report
+        """The diff page: this table (its first ``top`` rows) and a differential flame graph in one
+        self-contained HTML file (docs/diff.md, "The diff page"); ``.write(path)`` saves it. The gate's
+        thresholds, when given, put its verdict on the page. Each side's call tree is read from the store."""
+        if self._profiles is None:
+            raise UsageError("this DiffResult was not made by Profiles.diff, so it has no profiles to draw")
+        # Through the package's lazy exports: the page is built by the render layer, above this one.
+        import proflake
+
+        return proflake.build_diff_report(
+            self, fail_on_total=fail_on_total, fail_on_function=fail_on_function, flame_budget=flame_budget, top=top
+        )
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the diff page (made once, then kept)."""
+        if self._page is None:
+            self._page = self.report()
+        return self._page._repr_html_()
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -243,7 +272,7 @@ def diff(
         base_rows, head_rows, base_side.samples, head_side.samples, alpha, confidence, min_share
     )
     return DiffResult(
-        profiler, per, match, alpha, confidence, min_share, base_side, head_side, total, table, warnings
+        profiler, per, match, alpha, confidence, min_share, base_side, head_side, total, table, warnings, profiles
     )
 
 
@@ -303,68 +332,3 @@ def _sample_warnings(base: Side, head: Side) -> list[str]:
                 f"from noise; {FEW_SAMPLES} or more are better"
             )
     return out
-
-
-# -- what the command line says --------------------------------------------------------------------------
-def selection(
-    job: str | None,
-    node: str | None = None,
-    steps: str | None = None,
-    mode: str | None = None,
-    time: str | None = None,
-) -> Selection:
-    """A side from the command line's options: ``steps`` ``A:B``, ``A`` or ``A:*``; ``time`` ``START:END``
-    (seconds since the epoch, by_time); neither: every step of ``mode`` (default train)."""
-    if steps is not None and time is not None:
-        raise UsageError("a side is either a range of steps or a time window, not both")
-    if time is not None:
-        start, end = _pair(time, "time window", "START:END")
-        return Selection(
-            job, node, "by_time", {"start_time_s": _number(start, "time"), "end_time_s": _number(end, "time")}
-        )
-    arguments: dict[str, Any] = {"mode": mode or "train"}
-    if steps is not None:
-        first, _, last = steps.partition(":")
-        arguments["start_step"] = first.strip() or "*"
-        arguments["end_step"] = (last.strip() or "*") if _ else first.strip()
-    return Selection(job, node, "by_step", arguments)
-
-
-def _pair(text: str, what: str, shape: str) -> tuple[str, str]:
-    first, sep, second = text.partition(":")
-    if not sep or not first.strip() or not second.strip():
-        raise UsageError(f"{what} {text!r} is not of the form {shape}")
-    return first.strip(), second.strip()
-
-
-def _number(text: str, what: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise UsageError(f"{what} {text!r} is not a number") from None
-
-
-def parse_fail_on(values: list[str] | tuple[str, ...]) -> tuple[float | None, float | None]:
-    """``--fail-on`` values -> (total, function) thresholds as fractions: ``10%`` sets both,
-    ``total:10%`` or ``function:25%`` one of them."""
-    total: float | None = None
-    function: float | None = None
-    for value in values:
-        target, sep, amount = value.rpartition(":")
-        target = target.strip().lower() if sep else "both"
-        if target not in ("both", "total", "function"):
-            raise UsageError(
-                f"--fail-on {value!r}: expected PERCENT, total:PERCENT or function:PERCENT (e.g. 10%)"
-            )
-        text = amount.strip().removesuffix("%").strip()
-        try:
-            fraction = float(text) / 100
-        except ValueError:
-            raise UsageError(f"--fail-on {value!r} is not a percentage; write e.g. 10% or total:5%") from None
-        if not math.isfinite(fraction) or fraction < 0:
-            raise UsageError(f"--fail-on {value!r} must be a percentage of zero or more")
-        if target in ("both", "total"):
-            total = fraction
-        if target in ("both", "function"):
-            function = fraction
-    return total, function

@@ -3,8 +3,10 @@
     >>> report = Profiles("./proflake-store").report()        # the whole job
     >>> report.write("report.html")
     >>> report                                                 # in a notebook: shown inline
+    >>> Profiles("./proflake-store").diff("run-7", "run-8").report().write("diff.html")   # the diff page
 """
 
+from proflake.render.report.diff import build_diff_report
 from proflake.render.report.page import Report, build_report
 
-__all__ = ["Report", "build_report"]
+__all__ = ["Report", "build_diff_report", "build_report"]

@@ -27,23 +27,32 @@ def _json_for_script(data: dict[str, Any]) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def render_html(data: dict[str, Any]) -> str:
-    page = _static("report.html")
+def _script(page: str) -> str:
+    """The page's script: the shared helpers and flame graph, then the page's own sections, in one function."""
+    parts = [_static("common.js"), _static("flame.js"), _static(f"{page}.js")]
+    return '(function () {\n  "use strict";\n' + "".join(parts) + "})();\n"
+
+
+def render_html(data: dict[str, Any], page: str = "report") -> str:
+    """``page`` (report or diff): static/<page>.html with the shared style, the script and ``data``."""
+    html_text = _static(f"{page}.html")
     # Replace the data last: it is the only part that comes from profiles.
-    for marker, text in (("/*CSS*/", _static("report.css")), ("/*JS*/", _static("report.js")), ("/*DATA*/", _json_for_script(data))):
-        before, found, after = page.partition(marker)
+    for marker, text in (("/*CSS*/", _static("report.css")), ("/*JS*/", _script(page)), ("/*DATA*/", _json_for_script(data))):
+        before, found, after = html_text.partition(marker)
         if not found:
-            raise AssertionError(f"report.html lacks {marker}")
-        page = before + text + after
-    return page
+            raise AssertionError(f"{page}.html lacks {marker}")
+        html_text = before + text + after
+    return html_text
 
 
 class Report:
-    """An HTML report: ``html`` is the whole page, ``data`` what it shows; ``write`` saves it."""
+    """An HTML page: ``html`` is the whole page, ``data`` what it shows; ``write`` saves it. ``page`` is
+    report (a selection's report) or diff (a DiffResult's page)."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], page: str = "report") -> None:
         self.data = data
-        self.html = render_html(data)
+        self.page = page
+        self.html = render_html(data, page)
 
     def write(self, path: str | Path) -> Path:
         target = Path(path)
@@ -58,6 +67,8 @@ class Report:
         return f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:720px;border:1px solid #ddd"></iframe>'
 
     def __repr__(self) -> str:
+        if self.page == "diff":
+            return f"<proflake Report: diff, {len(self.data['diff']['functions'])} functions, {len(self.html):,} bytes>"
         return f"<proflake Report: {self.data['meta']['method']}, {self.data['overview']['intervals']} intervals, {len(self.html):,} bytes>"
 
 

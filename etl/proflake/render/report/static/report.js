@@ -1,78 +1,4 @@
-/* proflake report: draws the sections from the JSON document embedded in the page (#proflake-data).
-   Plain DOM and SVG, no library, no network: every number comes from the embedded data, which proflake
-   computed with the fetch methods' SQL. Text from the data is only ever set with textContent. */
-(function () {
-  "use strict";
-  var D = JSON.parse(document.getElementById("proflake-data").textContent);
-  var SVG = "http://www.w3.org/2000/svg";
-
-  // -- helpers ---------------------------------------------------------------------------------------
-  function el(tag, attrs, text) {
-    var e = document.createElement(tag);
-    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
-  function svg(tag, attrs) {
-    var e = document.createElementNS(SVG, tag);
-    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
-    return e;
-  }
-  function $(id) { return document.getElementById(id); }
-  function sec(x) {
-    if (x === null || x === undefined) return "";
-    var a = Math.abs(x);
-    if (a === 0) return "0";
-    if (a >= 100) return x.toFixed(1);
-    if (a >= 1) return x.toFixed(3);
-    return x.toFixed(6);
-  }
-  function short(x) { return x === 0 ? "0" : Number(x.toPrecision(3)).toString(); }
-  function int(x) { return x === null || x === undefined ? "" : Number(x).toLocaleString("en-US"); }
-  function pct(x, t) { return t > 0 ? (100 * x / t).toFixed(1) + "%" : ""; }
-  function bytes(n) {
-    var u = ["B", "KB", "MB", "GB", "TB"], i = 0;
-    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
-    return n.toFixed(i ? 1 : 0) + " " + u[i];
-  }
-  function card(parent, k, v) {
-    var c = el("div", { class: "card" });
-    c.appendChild(el("div", { class: "k" }, k));
-    c.appendChild(el("div", { class: "v" }, v));
-    parent.appendChild(c);
-  }
-  var tip = el("div", { class: "tip", id: "tip" });
-  document.body.appendChild(tip);
-  function showTip(ev, text) {
-    tip.textContent = text; tip.style.display = "block";
-    var x = Math.min(ev.clientX + 14, window.innerWidth - tip.offsetWidth - 8);
-    tip.style.left = x + "px"; tip.style.top = (ev.clientY + 14) + "px";
-  }
-  function hideTip() { tip.style.display = "none"; }
-  function hue(text) { // stable warm colour per name, flame-graph style
-    var h = 0;
-    for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) | 0;
-    var r = Math.abs(h);
-    return "hsl(" + (10 + r % 40) + "," + (65 + (r >> 8) % 25) + "%," + (58 + (r >> 16) % 14) + "%)";
-  }
-  function heat(t) { // 0..1 -> pale yellow .. red
-    var r = 255, g = Math.round(245 - 190 * t), b = Math.round(200 - 180 * t);
-    return "rgb(" + r + "," + g + "," + b + ")";
-  }
-  function simpleTable(columns, rows, numeric) {
-    var t = el("table"), tr = el("tr");
-    columns.forEach(function (c, i) { tr.appendChild(el("th", numeric[i] ? { class: "num" } : {}, c)); });
-    var head = el("thead"); head.appendChild(tr); t.appendChild(head);
-    var body = el("tbody");
-    rows.forEach(function (r) {
-      var row = el("tr");
-      r.forEach(function (v, i) { row.appendChild(el("td", numeric[i] ? { class: "num" } : {}, v)); });
-      body.appendChild(row);
-    });
-    t.appendChild(body);
-    return t;
-  }
-
+/* proflake report: draws the report's sections from D (common.js); the flame graph is flame.js's. */
   // -- header ----------------------------------------------------------------------------------------
   var M = D.meta, O = D.overview;
   var title = (O.jobs.map(function (j) { return j.job_id; }).join(", ") || "proflake") + " — " + M.method.replace(/_/g, "-");
@@ -297,98 +223,21 @@
 
   // -- flame graph -----------------------------------------------------------------------------------
   (function () {
-    var F = D.flame, n = F.name.length, box = $("flame-body");
-    box.appendChild(el("p", { class: "note", id: "flame-kind" }, F.exact ?
-      "pyinstrument call trees of the selection merged exactly by call path." :
-      "Derived from cProfile's caller edges, as snakeviz does: an approximation. cProfile records who called whom, not whole stacks, so a function's time under a caller is split in proportion to that caller's time on the path."));
-    var ctl = el("div", { class: "controls" });
-    var search = el("input", { type: "search", placeholder: "search functions (text or /regex/)", id: "flame-search" });
-    var reset = el("button", { id: "flame-reset", type: "button" }, "reset zoom");
-    var status = el("span", { id: "flame-status", class: "legend" });
-    ctl.appendChild(search); ctl.appendChild(reset); ctl.appendChild(status); box.appendChild(ctl);
-    box.appendChild(el("p", { class: "legend" }, "Click a frame to zoom in, hover for numbers. " + int(F.nodes) + " nodes" +
-      (F.folded.some(function (f) { return f > 0; }) ? " (the smallest are folded into [other] nodes holding their total)" : "") + "; widths are inclusive seconds."));
-    // rebuild parents from the pre-order depths
-    var parent = new Int32Array(n), x0 = new Float64Array(n), stack = [], maxDepth = 0;
-    var next = new Float64Array(n); // the offset where a node's next child starts
-    for (var i = 0; i < n; i++) {
-      var d = F.depth[i];
-      while (stack.length > d) stack.pop();
-      parent[i] = stack.length ? stack[stack.length - 1] : -1;
-      if (parent[i] >= 0) { x0[i] = next[parent[i]]; next[parent[i]] += F.value[i]; } else x0[i] = 0;
-      next[i] = x0[i];
-      stack.push(i);
-      if (d > maxDepth) maxDepth = d;
-    }
-    var ROW = 17, W = 1200, H = (maxDepth + 1) * ROW + 4;
-    var s = svg("svg", { id: "flame-svg", viewBox: "0 0 " + W + " " + H, width: "100%" });
-    var fbox = el("div", { id: "flame-box" }); fbox.appendChild(s); box.appendChild(fbox);
-    var rects = [], labels = [], zoom = 0, total = F.value[0] || 1;
-    for (var j = 0; j < n; j++) {
-      var g = svg("g", {}), r = svg("rect", { height: ROW - 1, fill: F.name[j] === "[other]" ? "#c9ced6" : j === 0 ? "#e8b37a" : hue(F.name[j]), "data-index": j });
-      var t = svg("text", { y: 0 });
-      g.appendChild(r); g.appendChild(t); s.appendChild(g);
-      rects.push(r); labels.push(t);
-      (function (j) {
-        r.addEventListener("click", function () { zoomTo(j); });
-        r.addEventListener("mousemove", function (ev) {
-          var lines = F.name[j] + (F.file[j] ? "\n" + F.file[j] : "") + "\n" + sec(F.value[j]) + " s inclusive (" + pct(F.value[j], total) + " of all)" +
-            "\n" + sec(F.own[j]) + " s own" + (F.folded[j] ? "\n" + F.folded[j] + " smaller frames folded here" : "");
-          showTip(ev, lines);
-        });
-        r.addEventListener("mouseleave", hideTip);
-      })(j);
-    }
-    function isAncestor(a, b) { // a is b or an ancestor of b
-      for (var k = b; k >= 0; k = parent[k]) if (k === a) return true;
-      return false;
-    }
-    function layout() {
-      var zx = x0[zoom], zw = F.value[zoom] || 1, scale = W / zw, shown = 0;
-      for (var k = 0; k < n; k++) {
-        var visible, x, w;
-        if (isAncestor(k, zoom) && k !== zoom) { visible = true; x = 0; w = W; }
-        else {
-          visible = k === zoom || isAncestor(zoom, k);
-          x = (x0[k] - zx) * scale; w = F.value[k] * scale;
-          if (w < 0.3) visible = false;
-        }
-        var r = rects[k], t = labels[k];
-        if (!visible) { r.setAttribute("display", "none"); t.setAttribute("display", "none"); continue; }
-        shown++;
-        var y = F.depth[k] * ROW;
-        r.removeAttribute("display"); r.setAttribute("x", x.toFixed(2)); r.setAttribute("y", y); r.setAttribute("width", Math.max(w, 0.5).toFixed(2));
-        r.setAttribute("opacity", isAncestor(k, zoom) && k !== zoom ? 0.6 : 1);
-        var chars = Math.floor((w - 6) / 6.2);
-        if (chars >= 3) {
-          var name = F.label[k];
-          t.textContent = name.length > chars ? name.slice(0, chars - 1) + "…" : name;
-          t.removeAttribute("display"); t.setAttribute("x", (x + 3).toFixed(2)); t.setAttribute("y", y + ROW - 5);
-        } else t.setAttribute("display", "none");
+    var F = D.flame, total = F.value[0] || 1;
+    flameGraph($("flame-body"), F, {
+      kind: F.exact ? "pyinstrument call trees of the selection merged exactly by call path." :
+        "Derived from cProfile's caller edges, as snakeviz does: an approximation. cProfile records who called whom, not whole stacks, so a function's time under a caller is split in proportion to that caller's time on the path.",
+      legend: "widths are inclusive seconds.",
+      fill: function (j) { return F.name[j] === "[other]" ? "#c9ced6" : j === 0 ? "#e8b37a" : hue(F.name[j]); },
+      tip: function (j) {
+        return F.name[j] + (F.file[j] ? "\n" + F.file[j] : "") + "\n" + sec(F.value[j]) + " s inclusive (" + pct(F.value[j], total) + " of all)" +
+          "\n" + sec(F.own[j]) + " s own" + (F.folded[j] ? "\n" + F.folded[j] + " smaller frames folded here" : "");
+      },
+      status: function (outer) {
+        var matched = outer.reduce(function (a, k) { return a + F.value[k]; }, 0);
+        return "matched: " + sec(matched) + " s (" + pct(matched, total) + ")";
       }
-      s.setAttribute("data-zoom", zoom);
-      s.setAttribute("data-shown", shown);
-    }
-    function zoomTo(k) { zoom = k; layout(); }
-    reset.addEventListener("click", function () { zoomTo(0); });
-    function doSearch() {
-      var q = search.value, re = null, matched = 0, counted = {};
-      if (q.length > 2 && q[0] === "/" && q[q.length - 1] === "/") { try { re = new RegExp(q.slice(1, -1)); } catch (e) { re = null; } }
-      for (var k = 0; k < n; k++) {
-        var hit = q && (re ? re.test(F.name[k]) : F.name[k].toLowerCase().indexOf(q.toLowerCase()) >= 0);
-        rects[k].classList.toggle("match", !!hit);
-        if (hit) {
-          var outer = true; // count a match once when an ancestor also matches
-          for (var a = parent[k]; a >= 0; a = parent[a]) if (counted[a]) { outer = false; break; }
-          counted[k] = true;
-          if (outer) matched += F.value[k];
-        }
-      }
-      status.textContent = q ? "matched: " + sec(matched) + " s (" + pct(matched, total) + ")" : "";
-      s.setAttribute("data-matches", document.querySelectorAll("#flame-svg rect.match").length);
-    }
-    search.addEventListener("input", doSearch);
-    layout();
+    });
   })();
 
   // -- per-node comparison ---------------------------------------------------------------------------
@@ -419,4 +268,3 @@
   })();
 
   document.body.setAttribute("data-ready", "1");
-})();
