@@ -51,6 +51,7 @@
     swatch.style.background = "linear-gradient(to right, rgb(47,111,223), rgb(232,232,232), rgb(214,64,46))";
     legend.appendChild(el("span", {}, " −50% or less ")); legend.appendChild(swatch); legend.appendChild(el("span", {}, " +50% or more (new: red, gone: blue)"));
     ctl.appendChild(legend);
+    box.appendChild(ctl);
     function change(j) { // relative change of the chosen measure, +Infinity for a new frame
       var b = by === "own" ? F.base_own[j] : F.base[j], h = by === "own" ? F.head_own[j] : F.head[j];
       if (b > 0) return (h - b) / b;
@@ -122,7 +123,7 @@
       if (c[0] === "ci") return ciPct(r.self_ci_low, r.self_ci_high, r.base_self);
       if (c[2] === "s") return sec(v);
       if (c[2] === "c") return signedSec(v);
-      if (c[2] === "r") return v === null ? (c[0] === "self_change_ratio" ? "new" : "") : signedPct(v);
+      if (c[2] === "r") return v === null ? (c[0] === "self_change_ratio" && r.status === "added" ? "new" : "") : signedPct(v);
       if (c[2] === "p") return pval(v);
       if (c[2] === "n") return short(v);
       return v;

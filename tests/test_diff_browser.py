@@ -1,0 +1,117 @@
+"""The diff page in a real browser (Debian's chromium, headless, driven by playwright, as
+tests/test_report_browser.py): it renders, logs no error, requests nothing beyond file://, shows the
+DiffResult's numbers, and its flame graph's hover, search, zoom and colouring and the table's sort and
+filter work. Screenshots go to .artifacts/diff/.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from proflake.query.profiles import Profiles
+from test_diff_report import EARLY, LATE, drift, pyinstrument_store  # noqa: F401 - fixtures
+from test_report_browser import ROOT, Page, browser  # noqa: F401 - the browser fixture
+
+pytestmark = pytest.mark.integration
+
+ARTIFACTS = ROOT / ".artifacts" / "diff"
+
+
+def shoot(page, name: str, selector: str | None = None) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    if selector is None:
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    else:
+        page.locator(selector).screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def rgb(fill: str) -> tuple[int, int, int]:
+    r, g, b = (int(x) for x in re.findall(r"\d+", fill)[:3])
+    return r, g, b
+
+
+def test_cprofile_diff_page_renders_and_works_offline(browser, drift, tmp_path):  # noqa: F811
+    result = Profiles(drift).diff(EARLY, LATE)
+    path = result.report(fail_on_total=0.10, fail_on_function=0.10).write(tmp_path / "diff.html")
+    view = Page(browser, path.as_uri())
+    page = view.page
+    page.wait_for_selector("body[data-ready='1']", timeout=15000)
+    for section in ("summary", "flame", "table"):
+        assert page.locator(f"#{section}-body").inner_text().strip(), section
+        shoot(page, f"cprofile-{section}", f"#{section}")
+    shoot(page, "cprofile-page")
+    assert "FAILED" in page.locator("#gate-line").inner_text()
+    assert "Derived from cProfile" in page.locator("#flame-kind").inner_text()
+
+    # The table is the DiffResult's, in its order (impact first), rounded as the page rounds.
+    rows = result.table.to_pylist()
+    first = page.locator("#diff-table tbody tr").first.locator("td").all_inner_texts()
+    assert first[0] == rows[0]["function"] and first[1] == rows[0]["status"] == "slower"
+    assert math.isclose(float(first[2]), rows[0]["base_self"], rel_tol=1e-3)
+    assert math.isclose(float(first[3]), rows[0]["head_self"], rel_tol=1e-3)
+    assert first[5] == f"{rows[0]['self_change_ratio'] * 100:+.1f}%"
+    assert page.locator("#diff-table tbody tr").count() == len(rows)
+    # Sorting by the head's own time puts its largest first; again, its smallest.
+    page.locator("#diff-table th[data-key='head_self']").click()
+    top = page.locator("#diff-table tbody tr").first.locator("td").first.inner_text()
+    assert top == max(rows, key=lambda r: r["head_self"])["function"]
+    page.locator("#diff-table th[data-key='head_self']").click()
+    bottom = page.locator("#diff-table tbody tr").first.locator("td").first.inner_text()
+    assert bottom == min(rows, key=lambda r: r["head_self"])["function"]
+    # The status filter keeps the significant rows.
+    page.select_option("#table-status", "sig")
+    shown = page.locator("#diff-table tbody tr td.fn").all_inner_texts()
+    assert shown == [r["function"] for r in rows if r["status"] in ("slower", "faster")]
+    shoot(page, "cprofile-table-significant", "#table")
+
+    # Flame graph: hover shows both sides and the change, equal to the table's inclusive times.
+    svg = page.locator("#flame-svg")
+    frames = page.locator("#flame-svg rect[data-index]")
+    data = result.report().data["flame"]
+    backward = data["name"].index(next(r["function"] for r in rows if r["function_name"] == "backward"))
+    row = next(r for r in rows if r["function_name"] == "backward")
+    page.locator(f"#flame-svg rect[data-index='{backward}']").hover()
+    tip = page.locator("#tip").inner_text()
+    base = float(re.search(r"base: ([\d.]+)", tip).group(1))
+    head = float(re.search(r"head: ([\d.]+)", tip).group(1))
+    assert math.isclose(base, row["base_cum"], rel_tol=1e-3) and math.isclose(head, row["head_cum"], rel_tol=1e-3)
+    assert "change: +" in tip
+    # ... growth is red, and colouring by own time keeps it red
+    r, _, b = rgb(page.locator(f"#flame-svg rect[data-index='{backward}']").get_attribute("fill"))
+    assert r > b
+    page.select_option("#flame-colour", "own")
+    r, _, b = rgb(page.locator(f"#flame-svg rect[data-index='{backward}']").get_attribute("fill"))
+    assert r > b
+    # Search highlights and sums both sides; zoom narrows and reset restores.
+    shown_all = int(svg.get_attribute("data-shown"))
+    page.fill("#flame-search", "backward")
+    assert int(svg.get_attribute("data-matches")) >= 1
+    assert "matched: base" in page.locator("#flame-status").inner_text()
+    shoot(page, "cprofile-flame-search", "#flame")
+    page.fill("#flame-search", "")
+    target = frames.nth(2)
+    index = target.get_attribute("data-index")
+    target.click()
+    assert svg.get_attribute("data-zoom") == index and int(svg.get_attribute("data-shown")) < shown_all
+    page.click("#flame-reset")
+    assert svg.get_attribute("data-zoom") == "0" and int(svg.get_attribute("data-shown")) == shown_all
+
+    assert view.errors == []
+    assert view.outside() == []
+
+
+def test_pyinstrument_diff_page_renders(browser, pyinstrument_store, tmp_path):  # noqa: F811
+    result = Profiles(pyinstrument_store).diff("a", "b")
+    path = result.report().write(tmp_path / "pyinstrument.html")
+    view = Page(browser, path.as_uri())
+    view.page.wait_for_selector("body[data-ready='1']", timeout=15000)
+    assert "merged exactly" in view.page.locator("#flame-kind").inner_text()
+    # the removed function's frame is blue, the slower one red
+    flame = result.report().data["flame"]
+    gone = next(i for i, n in enumerate(flame["name"]) if n.endswith("(checkpoint)"))
+    r, _, b = rgb(view.page.locator(f"#flame-svg rect[data-index='{gone}']").get_attribute("fill"))
+    assert b > r
+    shoot(view.page, "pyinstrument-flame", "#flame")
+    assert view.errors == [] and view.outside() == []
