@@ -7,7 +7,8 @@
 **Cost.** Two selections of ``--steps`` train steps each (steps 0..N-1 and N..2N-1, all nodes) of the
 corpus's job, on one warm ``Profiles``: ``Profiles.diff`` of the two against ``fetch by_step`` of each (the
 least that answers "what did each side spend"), called in turn for ``--repeats`` rounds; medians and the
-median of the rounds' ratios.
+median of the rounds' ratios. Each round also builds the diff page of its diff (``DiffResult.report()``,
+what ``proflake diff --format html`` writes: both sides' call trees, merged, and the page's HTML).
 
 **Error rates.** Synthetic no-change pairs (and pairs with one function 3% or 30% slower) with the noise
 model of tests/test_diff.py: each step's functions share a step factor (lognormal, sigma = jitter / 2) and
@@ -50,7 +51,7 @@ def measure_cost(store: Path, job: str, steps: int, repeats: int) -> dict:
         return profiles.diff(base, head)
 
     fetch_both(), run_diff()  # warm: connection, intervals snapshot, Parquet footers
-    fetch_times, diff_times, ratios = [], [], []
+    fetch_times, diff_times, ratios, page_times, page_ratios = [], [], [], [], []
     for _ in range(repeats):
         started = time.perf_counter()
         a, b = fetch_both()
@@ -59,6 +60,10 @@ def measure_cost(store: Path, job: str, steps: int, repeats: int) -> dict:
         result = run_diff()
         diff_times.append(time.perf_counter() - started)
         ratios.append(diff_times[-1] / fetch_times[-1])
+        started = time.perf_counter()
+        page = result.report()
+        page_times.append(time.perf_counter() - started)
+        page_ratios.append(page_times[-1] / fetch_times[-1])
     return {
         "job": job,
         "steps_per_side": steps,
@@ -72,6 +77,10 @@ def measure_cost(store: Path, job: str, steps: int, repeats: int) -> dict:
         "fetch_both_median_s": statistics.median(fetch_times),
         "diff_median_s": statistics.median(diff_times),
         "diff_over_fetch_median_of_ratios": statistics.median(ratios),
+        "page_median_s": statistics.median(page_times),
+        "page_over_fetch_median_of_ratios": statistics.median(page_ratios),
+        "page_bytes": len(page.html.encode("utf-8")),
+        "page_flame_nodes": page.data["flame"]["nodes"],
         "total": {k: result.total[k] for k in ("base", "head", "change_ratio", "p_value", "status")},
     }
 
@@ -193,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| diff of the two ({c['base_samples']} + {c['head_samples']} samples, {c['functions']} functions) "
             f"| {c['diff_median_s']:.3f} | {c['diff_over_fetch_median_of_ratios']:.2f}x |"
+        )
+        print(
+            f"| its diff page, DiffResult.report() ({c['page_flame_nodes']} flame-graph nodes, "
+            f"{c['page_bytes']:,} bytes) | {c['page_median_s']:.3f} | {c['page_over_fetch_median_of_ratios']:.2f}x |"
         )
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2))

@@ -63,6 +63,18 @@ class Rollups:
         self.result = result
         self._tables: dict[str, pa.Table] = {}
 
+    @classmethod
+    def reusing(cls, result: FetchResult) -> Rollups:
+        """Rollups that start from the fetch's own answers (its functions, and its caller edges if it has
+        them) when those are the whole selection's: no group keys, no --top, sorted by cumtime."""
+        rollups = cls(result)
+        params = result._selection_params
+        if not result.group_by and params.get("top") is None and params.get("sort") == "cumtime":
+            rollups._tables["rollup_cprofile" if result.profiler == "cprofile" else "rollup_pyinstrument"] = result.table
+            if result._callers is not None:
+                rollups._tables["rollup_callers"] = result._callers
+        return rollups
+
     def get(self, name: str) -> pa.Table:
         """``name``: rollup_cprofile, rollup_pyinstrument, rollup_callers or call_tree."""
         if name not in self._tables:

@@ -71,7 +71,8 @@ def build_diff_report(
 
 
 def _tree(result: DiffResult, side: Side, budget: int) -> CallTree | None:
-    """The side's call tree, as the report draws it; None when the side selected nothing."""
+    """The side's call tree, as the report draws it; None when the side selected nothing. (A cProfile
+    fetch sums its caller edges beside its functions, on a second cursor, and the tree reuses both.)"""
     if not side.intervals:
         return None
     selection = side.selection
@@ -80,9 +81,10 @@ def _tree(result: DiffResult, side: Side, budget: int) -> CallTree | None:
         job=selection.job,
         node=selection.node,
         profiler=result.profiler,
+        callers=result.profiler == "cprofile",
         **selection.fetch_arguments(),
     )
-    return call_tree(fetched, budget, Rollups(fetched))
+    return call_tree(fetched, budget, Rollups.reusing(fetched))
 
 
 def _divisor(result: DiffResult, side: Side) -> float:
