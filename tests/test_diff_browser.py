@@ -11,7 +11,7 @@ import re
 
 import pytest
 from proflake.query.profiles import Profiles
-from test_diff_report import EARLY, LATE, drift, pyinstrument_store  # noqa: F401 - fixtures
+from test_diff_report import EARLY, LATE, T0, drift, pyinstrument_store  # noqa: F401 - fixtures
 from test_report_browser import ROOT, Page, browser  # noqa: F401 - the browser fixture
 
 pytestmark = pytest.mark.integration
@@ -42,6 +42,7 @@ def test_cprofile_diff_page_renders_and_works_offline(browser, drift, tmp_path):
         assert page.locator(f"#{section}-body").inner_text().strip(), section
         shoot(page, f"cprofile-{section}", f"#{section}")
     shoot(page, "cprofile-page")
+    assert page.locator("#title").inner_text() == f"drift time {T0}..{T0 + 11.9} → drift time {T0 + 12}..{T0 + 23.9}"
     assert "FAILED" in page.locator("#gate-line").inner_text()
     assert "Derived from cProfile" in page.locator("#flame-kind").inner_text()
 

@@ -241,14 +241,14 @@ def test_pyinstrument_page_is_exact_with_added_and_removed_frames(pyinstrument_s
     flame = data["flame"]
     assert flame["exact"] is True
     names = flame["name"]
-    gone, new = names.index(next(n for n in names if n.endswith("(checkpoint)"))), None
+    gone = names.index(next(n for n in names if n.endswith("(checkpoint)")))
     assert flame["head"][gone] == 0 and flame["base"][gone] > 0
     forward = names.index(next(n for n in names if n.endswith("(forward)")))
     rows = {r["function_name"]: r for r in result.table.to_pylist()}
     assert flame["base"][forward] == pytest.approx(rows["forward"]["base_cum"], rel=1e-9)
     assert flame["head"][forward] == pytest.approx(rows["forward"]["head_cum"], rel=1e-9)
     assert flame["base"][0] == pytest.approx(result.total["base"], rel=1e-9)
-    assert new is None and data["diff"]["functions"] == result.to_dict()["functions"]
+    assert data["diff"]["functions"] == result.to_dict()["functions"]
 
 
 def test_per_second_flame_graph_divides_by_wall_seconds(drift):
@@ -293,6 +293,15 @@ def test_cli_format_html_writes_the_page_and_keeps_the_gate(drift, tmp_path):
     api = Profiles(drift).diff(EARLY, LATE).to_dict(0.10, 0.10)
     assert same(data["diff"]["functions"], api["functions"][:3])
     assert data["diff"]["gate"]["failed"] and len(data["diff"]["gate"]["reasons"]) == len(api["gate"]["reasons"])
+
+
+def test_cli_format_html_is_refused_on_a_terminal(pyinstrument_store, monkeypatch):
+    import proflake.cli.diff as command
+
+    monkeypatch.setattr(command, "stdout_is_terminal", lambda: True)
+    done = CliRunner().invoke(cli, ["diff", "a", "b", "--store", str(pyinstrument_store), "--format", "html"])
+    assert done.exit_code == ExitCode.USAGE and done.stdout == ""
+    assert "pass --output FILE" in done.stderr
 
 
 def test_cli_format_html_to_a_pipe(pyinstrument_store):

@@ -5,7 +5,15 @@
   function signedSec(x) { return x === null || x === undefined ? "" : (x >= 0 ? "+" : "") + sec(x); }
   function ciPct(lo, hi, base) { return lo === null || !base ? "" : signedPct(lo / base) + " … " + signedPct(hi / base); }
   function pval(p) { return p === null || p === undefined ? "" : Number(p.toPrecision(2)).toString(); }
-  function side(s) { return s.job + (s.node ? " " + s.node : "") + " " + s.method.replace(/_/g, "-"); }
+  function side(s) { // "run-7 algo-2 steps 0..99 (train)": the job, the node and what the side selected
+    var a = s.arguments, what = s.method.replace(/_/g, "-");
+    if (s.method === "by_step") what = "steps " + (a.start_step === a.end_step ? a.start_step : a.start_step + ".." + a.end_step) + " (" + a.mode + ")";
+    else if (s.method === "by_time") what = "time " + a.start_time_s + ".." + a.end_time_s;
+    else if (s.method === "between_modes") what = "modes " + a.start_mode + "→" + a.end_mode;
+    else if (s.method === "pre_step_zero") what = "initialization";
+    else if (s.method === "post_hook_close") what = "finalization";
+    return s.job + (s.node ? " " + s.node : "") + " " + what;
+  }
 
   // -- header ----------------------------------------------------------------------------------------
   var title = side(X.base) + " → " + side(X.head);
