@@ -5,6 +5,7 @@
     >>> d.table                  # one row per function, largest change of own time first
     >>> d.total                  # the total time per step, base and head, and its test
     >>> d.gate(total=0.10)       # [] or the reasons a 10% regression gate fails
+    >>> d.report().write("diff.html")   # the diff page: a differential flame graph and the table
 
 Each side is what a fetch method selects (default: every train step of the job, all nodes). Every node's
 step is one sample (the selected intervals starting in it, summed), so a change is tested against the
