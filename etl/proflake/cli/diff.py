@@ -9,9 +9,9 @@ import click
 
 from proflake.cli.common import cli, emit, say, stdout_is_terminal, store_option
 from proflake.errors import ExitCode, ProflakeError, UsageError
-from proflake.query.diff_options import SIDE_OPTIONS
 from proflake.query.names import DIFF_MATCH as MATCH
 from proflake.query.names import DIFF_PER as PER
+from proflake.query.names import DIFF_SIDE_OPTIONS as SIDE_OPTIONS
 from proflake.query.names import PROFILERS
 
 

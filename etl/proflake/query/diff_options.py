@@ -13,19 +13,8 @@ from typing import Any
 
 from proflake.errors import UnknownNameError, UsageError
 from proflake.query.diff import Selection
+from proflake.query.names import DIFF_SIDE_OPTIONS as SIDE_OPTIONS
 
-# The options of one side, in the order the command's help lists them; each exists as --X (both sides),
-# --base-X and --head-X. (name, metavar, meaning)
-SIDE_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("node", "ID", "only this node (default: all nodes)"),
-    ("steps", "A:B", "steps A..B of --mode ('A' one step, 'A:*' to the end; default every step)"),
-    ("mode", "MODE", "the steps' mode (default train)"),
-    ("start_phase", "PHASE", "the phase of the first step, as fetch by-step (default stepstart)"),
-    ("end_phase", "PHASE", "the phase of the last step, as fetch by-step (default stepend)"),
-    ("time", "START:END", "intervals overlapping this window (seconds since the epoch) instead of steps"),
-    ("modes", "START:END", "intervals that start in mode START and end in mode END (fetch between-modes) instead of steps"),
-    ("job_phase", "PHASE", "initialization (fetch pre-step-zero) or finalization (fetch post-hook-close) instead of steps"),
-)
 JOB_PHASE_METHODS = {"initialization": "pre_step_zero", "finalization": "post_hook_close"}
 # Which kind of selection each option asks for; the step options all say "steps".
 _KIND = {"steps": "steps", "mode": "steps", "start_phase": "steps", "end_phase": "steps",
