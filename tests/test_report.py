@@ -141,7 +141,10 @@ def test_pruned_flame_graph_keeps_every_total(profiles, profiler):
     while stack:
         node = stack.pop()
         if node.children:
-            assert sum(c.value for c in node.children) <= node.value * (1 + 1e-9) + 1e-12, node.name
+            # pyinstrument's JSON rounds every time to 6 decimals: children may outgrow their parent by
+            # half a microsecond each (and the parent's own rounding), never by more.
+            slack = (len(node.children) + 1) * 0.5e-6 if profiler == "pyinstrument" else 0.0
+            assert sum(c.value for c in node.children) <= node.value * (1 + 1e-9) + slack + 1e-12, node.name
         folded += node.folded
         stack.extend(node.children)
     assert folded > 0, "a 25-node budget folds something away"
