@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,8 @@ from proflake.errors import MissingFolderError, UnknownNameError, UnrecognisedFi
 from proflake.modes import PythonProfileModes
 from proflake.smdebug.compat import PyinstrumentAnalysis, StepPythonProfileStats, cProfileAnalysis
 
-DATA = Path(__file__).parent / "data" / "smdebug-1.0.34"
+# tests/test_smdebug_live.py points this at files (and answers) it has just made with smdebug.
+DATA = Path(os.environ.get("PROFLAKE_SMDEBUG_FILES") or Path(__file__).parent / "data" / "smdebug-1.0.34")
 ANSWERS = json.loads((DATA / "smdebug-answers.json").read_text())
 CASES = [
     ("analysis", "tensorflow", "cprofile"),

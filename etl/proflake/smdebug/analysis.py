@@ -21,6 +21,7 @@ from proflake.ingestion.batch import IngestReport
 from proflake.ingestion.probe import Known, probe
 from proflake.modes import PythonProfileModes, StepPhase, parse_mode, parse_phase
 from proflake.query.profiles import FetchResult, Profiles, Step
+from proflake.schema import ALL_TABLES
 from proflake.sources import Source, open_source
 from proflake.store.store import Store
 
@@ -57,6 +58,62 @@ def default_store() -> str:
     return str(cache / "proflake" / "smdebug-store")
 
 
+class _View:
+    """A view of the store for one source, shared by every analysis object made for that source in this
+    process: a notebook that re-runs ``cProfileAnalysis(folder)`` reuses the open DuckDB connection
+    instead of opening the store's tables again. ``generation`` counts its refreshes."""
+
+    def __init__(self, profiles: Profiles) -> None:
+        self.profiles = profiles
+        self.known: Known | None = None  # the files the view answers from, and the quarantined ones
+        self.generation = 0
+        self.heads: tuple | None = None  # _log_heads when the view was (re)opened
+
+    def refreshed(self) -> None:
+        self.known = None
+        self.generation += 1
+        self.heads = _log_heads(self.profiles.store)
+
+    def follow_store(self) -> None:
+        """Reopen the view if the store moved on since (another ingest, a compaction): a snapshot's
+        files may be gone after a vacuum. Local stores only; an S3 store's view is reopened when the
+        source shows something new, or with ``refresh_stats=True`` on an analysis without a source."""
+        heads = _log_heads(self.profiles.store)
+        if heads is not None and heads != self.heads:
+            self.profiles.refresh()
+            self.refreshed()
+
+
+def _log_heads(store: Store) -> tuple | None:
+    """The newest commit file of each table's Delta log, for a local store (a listing of a few folders)."""
+    if store.is_remote:
+        return None
+    heads = []
+    for name in ALL_TABLES:
+        try:
+            names = os.listdir(os.path.join(store.table_uri(name), "_delta_log"))
+        except OSError:
+            names = []
+        heads.append(max((n for n in names if n.endswith(".json")), default=None))
+    return tuple(heads)
+
+
+_VIEWS: dict[tuple[str, str | None], _View] = {}
+_MAX_VIEWS = 8
+
+
+def _view_for(store: Store, source_uri: str | None) -> _View:
+    key = (store.location, source_uri)
+    view = _VIEWS.pop(key, None)
+    if view is None:
+        view = _View(Profiles(store, source_prefix=_prefix(source_uri) if source_uri else None))
+        view.heads = _log_heads(store)
+    _VIEWS[key] = view  # the most recently used last
+    while len(_VIEWS) > _MAX_VIEWS:
+        _VIEWS.pop(next(iter(_VIEWS))).profiles.close()
+    return view
+
+
 def _prefix(uri: str) -> str:
     """The source URI as a prefix that matches files below it only (not ``/data/job10`` for ``/data/job1``)."""
     sep = "/" if "://" in uri else os.sep
@@ -81,15 +138,13 @@ class PythonProfileAnalysis:
         self.store = store if isinstance(store, Store) else Store(store if store is not None else default_store())
         self.job = job
         self.source = self._source(local_profile_dir, s3_path, store_given=store is not None)
-        self.profiles = Profiles(self.store)
         self.last_ingest: IngestReport | None = None
-        self._src: Source | None = None
-        self._known_files: Known | None = None  # see _known
-        self._entries: list | None = None  # python_profile_stats of the current view
-        if self.source is not None:
-            self._src = open_source(self.source)
-            # The resolved source URI is the prefix of every source_uri ingested from it.
-            self.profiles.source_prefix = _prefix(self._src.uri)
+        self._src: Source | None = open_source(self.source) if self.source is not None else None
+        # With a source, the resolved source URI is the prefix of every source_uri ingested from it.
+        self._view = _view_for(self.store, self._src.uri if self._src is not None else None)
+        self.profiles = self._view.profiles
+        self._entries: tuple[int, list] | None = None  # (view generation, python_profile_stats)
+        if self._src is not None:
             self._ingest_if_new()
 
     @staticmethod
@@ -116,7 +171,7 @@ class PythonProfileAnalysis:
     def _known(self) -> Known:
         """The files the current view answers from and those the store quarantined, at their versions
         (kept until the view changes: an unchanged job pays for this once, not at every call)."""
-        if self._known_files is None:
+        if self._view.known is None:
             known: dict[str, tuple[int, str]] = {}
             if self.store.exists():
                 for table in (self.profiles.errors(), self.profiles.intervals_table()):
@@ -126,17 +181,18 @@ class PythonProfileAnalysis:
                             zip(table["source_size"].to_pylist(), table["source_version"].to_pylist()),
                         )
                     )
-            self._known_files = known
-        return self._known_files
+            self._view.known = known
+        return self._view.known
 
     def _ingest_if_new(self) -> None:
         """Ingest the source when its listing shows a new or changed stats file; otherwise do nothing."""
         assert self._src is not None
+        self._view.follow_store()
         if probe(self._src, self._known()).unchanged:
             return
         report = self.profiles.ingest(self._src, wait=INGEST_WAIT_S, qualify_jobs=True)  # refreshes the view
         self.last_ingest = report
-        self._entries = self._known_files = None
+        self._view.refreshed()
         for failed in report.failed:
             log.warning("skipped %s (%s): %s", failed.uri, failed.kind, failed.message)
 
@@ -146,7 +202,7 @@ class PythonProfileAnalysis:
                 self._ingest_if_new()
             else:
                 self.profiles.refresh()
-                self._entries = self._known_files = None
+                self._view.refreshed()
 
     def _scope(self) -> dict[str, Any]:
         # With a source, the view already holds only its files: every job below it counts, as in smdebug.
@@ -304,15 +360,16 @@ class PythonProfileAnalysis:
     def python_profile_stats(self) -> list:
         """smdebug's list of StepPythonProfileStats, one per stats file of this profiler (a pyinstrument
         interval lists its .html then its .json), ordered by start time then node; as of the last refresh."""
-        if self._entries is None:
+        if self._entries is None or self._entries[0] != self._view.generation:
             from proflake.smdebug.stats import StepPythonProfileStats
 
             columns = self._listing()
             names = list(columns)
-            self._entries = [
-                StepPythonProfileStats(**dict(zip(names, values))) for values in zip(*columns.values())
-            ]
-        return list(self._entries)
+            self._entries = (
+                self._view.generation,
+                [StepPythonProfileStats(**dict(zip(names, values))) for values in zip(*columns.values())],
+            )
+        return list(self._entries[1])
 
     def _listing(self) -> dict[str, list]:
         """The listing's columns (smdebug's, in its order), from the current view without refreshing."""
