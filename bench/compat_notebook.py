@@ -77,8 +77,8 @@ def run(files: int, nodes: int, rounds: int, workdir: Path) -> dict:
     store = workdir / "store"
     first_s, _ = _timed(lambda: cProfileAnalysis(folder, store=store))  # the first run: a full ingest
 
-    ours = lambda: cProfileAnalysis(folder, store=store)  # noqa: E731
-    theirs = lambda: bl.SmdebugCProfileAnalysis(folder)  # noqa: E731
+    ours = lambda: cProfileAnalysis(folder, store=store)
+    theirs = lambda: bl.SmdebugCProfileAnalysis(folder)
     times: dict[str, list[float]] = {k: [] for k in ("loop", "loop_smdebug", "rollups", "rollups_smdebug", "probe", "listing_smdebug")}
     same = True
     for _ in range(rounds):
@@ -87,10 +87,10 @@ def run(files: int, nodes: int, rounds: int, workdir: Path) -> dict:
         t, (b, expected) = _timed(lambda: notebook_loop(theirs, manifest))
         times["loop_smdebug"].append(t)
         same = same and [_keys(x) for x in answers] == [_keys(x) for x in expected]
-        times["rollups"].append(_timed(lambda: rollups(a))[0])
-        times["rollups_smdebug"].append(_timed(lambda: rollups(b))[0])
+        times["rollups"].append(_timed(lambda a=a: rollups(a))[0])
+        times["rollups_smdebug"].append(_timed(lambda b=b: rollups(b))[0])
         src, known = open_source(folder), a._known()
-        times["probe"].append(_timed(lambda: probe(src, known))[0])
+        times["probe"].append(_timed(lambda src=src, known=known: probe(src, known))[0])
         times["listing_smdebug"].append(_timed(lambda: bl.load_python_profile_stats(folder))[0])
         a.close()
     median = {k: statistics.median(v) for k, v in times.items()}
@@ -113,10 +113,12 @@ def run(files: int, nodes: int, rounds: int, workdir: Path) -> dict:
 
 def render(result: dict) -> str:
     m, r = result["median_s"], result["smdebug_over_proflake"]
-    ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
+    ms = lambda s: f"{s * 1000:.1f} ms"
     lines = [
-        f"{result['files']} cProfile files, {result['nodes']} nodes, {result['rounds']} rounds alternated; "
-        f"first construct (full ingest) {ms(result['first_construct_s'])}; same answers: {result['same_answers']}",
+        (
+            f"{result['files']} cProfile files, {result['nodes']} nodes, {result['rounds']} rounds alternated; "
+            f"first construct (full ingest) {ms(result['first_construct_s'])}; same answers: {result['same_answers']}"
+        ),
         "",
         "| call | proflake | smdebug | smdebug / proflake | target |",
         "|---|---|---|---|---|",

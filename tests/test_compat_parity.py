@@ -101,7 +101,7 @@ def test_json_stats_is_the_files_own_document(copies, store, case, framework):
     folder = copies / case / "framework" / framework / "pyinstrument"
     analysis = PyinstrumentAnalysis(str(folder), store=store)
     found = 0
-    for step in range(0, 4):
+    for step in range(4):
         for stats in analysis.fetch_profile_stats_by_step(step, refresh_stats=False) or []:
             assert stats.json_stats == json.loads(Path(stats.html_file_path).with_suffix(".json").read_text())
             found += 1
@@ -180,7 +180,7 @@ def test_job_phases_are_smdebugs_keys_and_all_usable(copies, store, capsys):
         analysis = cProfileAnalysis(str(folder), store=store)
         phases = analysis.fetch_profile_stats_by_job_phase()
         assert set(phases) == set(ANSWERS[f"{case}/cprofile"]["by_job_phase"])
-        for phase, stats in phases.items():  # code written for smdebug
+        for _phase, stats in phases.items():  # code written for smdebug  # noqa: PERF102
             stats.print_top_n_functions(__import__("proflake").Metrics.CUMULATIVE_TIME, n=3)
         pairs = analysis.fetch_profile_stats_by_training_phase()
         assert [[a.name, b.name] for a, b in pairs] == ANSWERS[f"{case}/cprofile"]["by_training_phase"]

@@ -1,3 +1,4 @@
+# ruff: noqa  -- smdebug's test, kept verbatim in smdebug's own style
 """smdebug's own analysis test, ported: ``tests/profiler/core/test_python_profiler.py::test_python_analysis``.
 
 From awslabs/sagemaker-debugger (Apache-2.0), smdebug 1.0.34. The body of ``test_python_analysis`` and of

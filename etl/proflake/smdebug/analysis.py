@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +19,8 @@ from proflake.errors import MissingFolderError
 from proflake.ingestion.batch import IngestReport
 from proflake.ingestion.probe import Known, probe
 from proflake.modes import PythonProfileModes, StepPhase, parse_mode, parse_phase
-from proflake.query.profiles import FetchResult, Profiles, Step
-from proflake.schema import ALL_TABLES
+from proflake.query.profiles import FetchResult, Step
+from proflake.smdebug.store_view import default_store, view_for
 from proflake.sources import Source, open_source
 from proflake.store.store import Store
 
@@ -42,82 +41,6 @@ class _SmdebugDefaultDir(str):
 
 
 _DEFAULT_LOCAL_DIR = _SmdebugDefaultDir(SMDEBUG_LOCAL_PROFILE_DIR)
-
-
-def default_store() -> str:
-    """``$PROFLAKE_STORE``, else a store in the user's cache folder, shared by every notebook: the
-    compatible classes are made where a notebook runs, and a ``./proflake-store`` there is litter."""
-    if os.environ.get("PROFLAKE_STORE"):
-        return os.environ["PROFLAKE_STORE"]
-    if sys.platform == "win32":
-        cache = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        cache = Path.home() / "Library" / "Caches"
-    else:
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return str(cache / "proflake" / "smdebug-store")
-
-
-class _View:
-    """A view of the store for one source, shared by every analysis object made for that source in this
-    process: a notebook that re-runs ``cProfileAnalysis(folder)`` reuses the open DuckDB connection
-    instead of opening the store's tables again. ``generation`` counts its refreshes."""
-
-    def __init__(self, profiles: Profiles) -> None:
-        self.profiles = profiles
-        self.known: Known | None = None  # the files the view answers from, and the quarantined ones
-        self.generation = 0
-        self.heads: tuple | None = None  # _log_heads when the view was (re)opened
-
-    def refreshed(self) -> None:
-        self.known = None
-        self.generation += 1
-        self.heads = _log_heads(self.profiles.store)
-
-    def follow_store(self) -> None:
-        """Reopen the view if the store moved on since (another ingest, a compaction): a snapshot's
-        files may be gone after a vacuum. Local stores only; an S3 store's view is reopened when the
-        source shows something new, or with ``refresh_stats=True`` on an analysis without a source."""
-        heads = _log_heads(self.profiles.store)
-        if heads is not None and heads != self.heads:
-            self.profiles.refresh()
-            self.refreshed()
-
-
-def _log_heads(store: Store) -> tuple | None:
-    """The newest commit file of each table's Delta log, for a local store (a listing of a few folders)."""
-    if store.is_remote:
-        return None
-    heads = []
-    for name in ALL_TABLES:
-        try:
-            names = os.listdir(os.path.join(store.table_uri(name), "_delta_log"))
-        except OSError:
-            names = []
-        heads.append(max((n for n in names if n.endswith(".json")), default=None))
-    return tuple(heads)
-
-
-_VIEWS: dict[tuple[str, str | None], _View] = {}
-_MAX_VIEWS = 8
-
-
-def _view_for(store: Store, source_uri: str | None) -> _View:
-    key = (store.location, source_uri)
-    view = _VIEWS.pop(key, None)
-    if view is None:
-        view = _View(Profiles(store, source_prefix=_prefix(source_uri) if source_uri else None))
-        view.heads = _log_heads(store)
-    _VIEWS[key] = view  # the most recently used last
-    while len(_VIEWS) > _MAX_VIEWS:
-        _VIEWS.pop(next(iter(_VIEWS))).profiles.close()
-    return view
-
-
-def _prefix(uri: str) -> str:
-    """The source URI as a prefix that matches files below it only (not ``/data/job10`` for ``/data/job1``)."""
-    sep = "/" if "://" in uri else os.sep
-    return uri if uri.endswith(sep) else uri + sep
 
 
 class PythonProfileAnalysis:
@@ -141,7 +64,7 @@ class PythonProfileAnalysis:
         self.last_ingest: IngestReport | None = None
         self._src: Source | None = open_source(self.source) if self.source is not None else None
         # With a source, the resolved source URI is the prefix of every source_uri ingested from it.
-        self._view = _view_for(self.store, self._src.uri if self._src is not None else None)
+        self._view = view_for(self.store, self._src.uri if self._src is not None else None)
         self.profiles = self._view.profiles
         self._entries: tuple[int, list] | None = None  # (view generation, python_profile_stats)
         if self._src is not None:

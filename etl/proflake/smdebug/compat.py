@@ -54,7 +54,12 @@ pandas is imported only by the methods that return DataFrames; without it they r
 from __future__ import annotations
 
 from proflake.modes import Metrics, PythonProfileModes, StepPhase
-from proflake.smdebug.analysis import NO_STATS_FOR_INTERVAL, NO_STATS_FOUND, PythonProfileAnalysis, default_store
+from proflake.smdebug.analysis import (
+    NO_STATS_FOR_INTERVAL,
+    NO_STATS_FOUND,
+    PythonProfileAnalysis,
+    default_store,
+)
 from proflake.smdebug.profilers import PyinstrumentAnalysis, cProfileAnalysis
 from proflake.smdebug.stats import (
     FUNCTION_STATS_COLUMNS,

@@ -1,0 +1,93 @@
+"""The store behind the smdebug-compatible classes: which store, and one view of it per source.
+
+A notebook re-runs ``cProfileAnalysis(folder)`` in cell after cell; every object made for the same
+source in one process shares one view (one DuckDB connection over the store's tables), reopened only
+when the store's Delta logs moved on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from proflake.ingestion.probe import Known
+from proflake.query.profiles import Profiles
+from proflake.schema import ALL_TABLES
+from proflake.store.store import Store
+
+
+def default_store() -> str:
+    """``$PROFLAKE_STORE``, else a store in the user's cache folder, shared by every notebook: the
+    compatible classes are made where a notebook runs, and a ``./proflake-store`` there is litter."""
+    if os.environ.get("PROFLAKE_STORE"):
+        return os.environ["PROFLAKE_STORE"]
+    if sys.platform == "win32":
+        cache = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        cache = Path.home() / "Library" / "Caches"
+    else:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return str(cache / "proflake" / "smdebug-store")
+
+
+class _View:
+    """A view of the store for one source, shared by every analysis object made for that source in this
+    process: a notebook that re-runs ``cProfileAnalysis(folder)`` reuses the open DuckDB connection
+    instead of opening the store's tables again. ``generation`` counts its refreshes."""
+
+    def __init__(self, profiles: Profiles) -> None:
+        self.profiles = profiles
+        self.known: Known | None = None  # the files the view answers from, and the quarantined ones
+        self.generation = 0
+        self.heads: tuple | None = None  # _log_heads when the view was (re)opened
+
+    def refreshed(self) -> None:
+        self.known = None
+        self.generation += 1
+        self.heads = _log_heads(self.profiles.store)
+
+    def follow_store(self) -> None:
+        """Reopen the view if the store moved on since (another ingest, a compaction): a snapshot's
+        files may be gone after a vacuum. Local stores only; an S3 store's view is reopened when the
+        source shows something new, or with ``refresh_stats=True`` on an analysis without a source."""
+        heads = _log_heads(self.profiles.store)
+        if heads is not None and heads != self.heads:
+            self.profiles.refresh()
+            self.refreshed()
+
+
+def _log_heads(store: Store) -> tuple | None:
+    """The newest commit file of each table's Delta log, for a local store (a listing of a few folders)."""
+    if store.is_remote:
+        return None
+    heads = []
+    for name in ALL_TABLES:
+        try:
+            names = os.listdir(os.path.join(store.table_uri(name), "_delta_log"))
+        except OSError:
+            names = []
+        heads.append(max((n for n in names if n.endswith(".json")), default=None))
+    return tuple(heads)
+
+
+_VIEWS: dict[tuple[str, str | None], _View] = {}
+_MAX_VIEWS = 8
+
+
+def view_for(store: Store, source_uri: str | None) -> _View:
+    key = (store.location, source_uri)
+    view = _VIEWS.pop(key, None)
+    if view is None:
+        view = _View(Profiles(store, source_prefix=_prefix(source_uri) if source_uri else None))
+        view.heads = _log_heads(store)
+    _VIEWS[key] = view  # the most recently used last
+    while len(_VIEWS) > _MAX_VIEWS:
+        _VIEWS.pop(next(iter(_VIEWS))).profiles.close()
+    return view
+
+
+def _prefix(uri: str) -> str:
+    """The source URI as a prefix that matches files below it only (not ``/data/job10`` for ``/data/job1``)."""
+    sep = "/" if "://" in uri else os.sep
+    return uri if uri.endswith(sep) else uri + sep
