@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import FORMAT_SAMPLES, JobBuilder
+from helpers.profiles import FORMAT_SAMPLES, JobBuilder
 from proflake import ingest
 from proflake.errors import MissingFolderError, UnknownNameError, UnrecognisedFilesWarning
 from proflake.modes import PythonProfileModes

@@ -29,7 +29,7 @@ from pathlib import Path
 import boto3
 import pandas as pd
 import pytest
-import s3server
+from helpers import s3server
 
 # First Party (smdebug: from smdebug.profiler.analysis.python_profile_analysis import ...)
 from proflake import PyinstrumentAnalysis, PythonProfileModes, StepPhase, cProfileAnalysis
