@@ -20,6 +20,8 @@ class cProfileAnalysis(PythonProfileAnalysis):
     name = "cprofile"
 
     def _aggregate(self, result: FetchResult, group: tuple = ()) -> cProfileStats:
+        if group:  # one of a roll-up's results: built when used
+            return cProfileStats.deferred(lambda: result.to_pstats(group))
         return cProfileStats(result.to_pstats(group))
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import pstats
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -125,15 +126,34 @@ class cProfileStats:
     """An aggregate of cProfile intervals: ``ps`` is a real ``pstats.Stats`` (callers included)."""
 
     def __init__(self, ps: pstats.Stats) -> None:
-        self.ps = ps
+        self._ps: pstats.Stats | None = ps
+        self._make: Callable[[], pstats.Stats] | None = None
         # smdebug builds function_stats_list here; built when first read instead, it costs nothing to
         # callers that never read it (~1 ms of a one-step fetch for ~270 functions). The shallow copy
         # keeps the list what it would have been here if ps is later added to (add writes into its dict).
         self._functions = dict(ps.stats)
 
+    @classmethod
+    def deferred(cls, make: Callable[[], pstats.Stats]) -> cProfileStats:
+        """A result whose ``ps`` is built by ``make`` when first used: a roll-up returns one per group,
+        and a notebook usually reads one or two of them (building each pstats.Stats is most of a
+        roll-up's cost)."""
+        self = cls.__new__(cls)
+        self._ps, self._make, self._functions = None, make, {}
+        return self
+
+    @property
+    def ps(self) -> pstats.Stats:
+        if self._ps is None:
+            assert self._make is not None
+            self._ps, self._make = self._make(), None
+            self._functions = dict(self._ps.stats)
+        return self._ps
+
     @cached_property
     def function_stats_list(self) -> list[cProfileFunctionStats]:
         """One cProfileFunctionStats per function, in ``ps.stats`` order as this object was made."""
+        self.ps  # noqa: B018  # a deferred result is built first
         return [cProfileFunctionStats(key, value) for key, value in self._functions.items()]
 
     def print_top_n_functions(self, by: Metrics, n: int = 10) -> None:
@@ -155,6 +175,7 @@ class cProfileStats:
         )
 
     def __repr__(self) -> str:
+        self.ps  # noqa: B018  # a deferred result is built first
         return f"<cProfileStats: {len(self._functions)} functions from {len(self.ps.files)} file(s)>"
 
 
