@@ -43,7 +43,10 @@ Differences from smdebug, all deliberate (docs/smdebug-compatibility.md says why
 * ``list_profile_stats`` with no stats returns an empty DataFrame with the twelve columns (smdebug: no
   columns), after printing smdebug's message.
 * ``python_profile_stats`` is a read-only property (a fresh list at each read).
+* Objects made for the same source and store in one process share one view of the store: a refresh
+  by one is seen by the others (smdebug objects each kept their own list).
 * With ``s3_path``, nothing is downloaded: ``stats_path`` is the ``s3://`` URI.
+* A roll-up's ``cProfileStats`` build their ``pstats.Stats`` when first used.
 * ``PythonProfileAnalysis`` itself cannot be made: use one of the two profilers' classes.
 * Without ``store=``, the rows go to a store in the user's cache folder.
 
