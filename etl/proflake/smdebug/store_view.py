@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from pathlib import Path
 
 from proflake.ingestion.probe import Known
@@ -32,15 +33,20 @@ def default_store() -> str:
 
 
 class _View:
-    """A view of the store for one source, shared by every analysis object made for that source in this
-    process: a notebook that re-runs ``cProfileAnalysis(folder)`` reuses the open DuckDB connection
-    instead of opening the store's tables again. ``generation`` counts its refreshes."""
+    """A view of the store for one source, shared by the analysis objects made for that source in this
+    process while any of them is alive: a notebook that re-runs ``analysis = cProfileAnalysis(folder)``
+    makes the new object while the old one still holds the view, and reuses its open DuckDB connection
+    instead of opening the store's tables again. Closed when the last object holding it goes.
+    ``generation`` counts its refreshes."""
 
     def __init__(self, profiles: Profiles) -> None:
         self.profiles = profiles
         self.known: Known | None = None  # the files the view answers from, and the quarantined ones
         self.generation = 0
         self.heads: tuple | None = None  # _log_heads when the view was (re)opened
+
+    def __del__(self) -> None:
+        self.profiles.close()  # its connection and the caller-edge thread
 
     def refreshed(self) -> None:
         self.known = None
@@ -71,19 +77,16 @@ def _log_heads(store: Store) -> tuple | None:
     return tuple(heads)
 
 
-_VIEWS: dict[tuple[str, str | None], _View] = {}
-_MAX_VIEWS = 8
+_VIEWS: weakref.WeakValueDictionary[tuple[str, str | None], _View] = weakref.WeakValueDictionary()
 
 
 def view_for(store: Store, source_uri: str | None) -> _View:
     key = (store.location, source_uri)
-    view = _VIEWS.pop(key, None)
+    view = _VIEWS.get(key)
     if view is None:
         view = _View(Profiles(store, source_prefix=_prefix(source_uri) if source_uri else None))
         view.heads = _log_heads(store)
-    _VIEWS[key] = view  # the most recently used last
-    while len(_VIEWS) > _MAX_VIEWS:
-        _VIEWS.pop(next(iter(_VIEWS))).profiles.close()
+        _VIEWS[key] = view
     return view
 
 
