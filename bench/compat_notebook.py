@@ -81,8 +81,12 @@ def run(files: int, nodes: int, rounds: int, workdir: Path) -> dict:
     store = workdir / "store"
     first_s, _ = _timed(lambda: cProfileAnalysis(folder, store=store))  # the first run: a full ingest
 
-    ours = lambda: cProfileAnalysis(folder, store=store)
-    theirs = lambda: bl.SmdebugCProfileAnalysis(folder)
+    def ours():
+        return cProfileAnalysis(folder, store=store)
+
+    def theirs():
+        return bl.SmdebugCProfileAnalysis(folder)
+
     times: dict[str, list[float]] = {k: [] for k in ("loop", "loop_smdebug", "rollups", "rollups_smdebug", "probe", "listing_smdebug")}
     same = True
     for _ in range(rounds):
@@ -118,7 +122,9 @@ def run(files: int, nodes: int, rounds: int, workdir: Path) -> dict:
 
 def render(result: dict) -> str:
     m, r = result["median_s"], result["smdebug_over_proflake"]
-    ms = lambda s: f"{s * 1000:.1f} ms"
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1000:.1f} ms"
+
     lines = [
         (
             f"{result['files']} cProfile files, {result['nodes']} nodes, {result['rounds']} rounds alternated; "

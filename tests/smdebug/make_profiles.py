@@ -25,10 +25,10 @@ if SHIFT_S:
     _real_time = time.time
     time.time = lambda: _real_time() - SHIFT_S
 
-import smdebug.core.locations as _locations
-from smdebug.core.utils import FRAMEWORK
-from smdebug.profiler.python_profile_utils import PythonProfileModes, StepPhase
-from smdebug.profiler.python_profiler import (
+import smdebug.core.locations as _locations  # noqa: E402  # after the clock shift
+from smdebug.core.utils import FRAMEWORK  # noqa: E402
+from smdebug.profiler.python_profile_utils import PythonProfileModes, StepPhase  # noqa: E402
+from smdebug.profiler.python_profiler import (  # noqa: E402
     PyinstrumentPythonProfiler,
     cProfileDefaultPythonProfiler,
     cProfilePythonProfiler,
