@@ -57,7 +57,27 @@ def is_s3(url):  # smdebug.core.access_layer.utils.is_s3
 
 @pytest.fixture(scope="module")
 def s3_env():
-    server, handle = s3server.start()
+    """A moto S3 server with authentication on, beside the other modules' in the same process: its own
+    user (moto's IAM state is per process) and its own three unauthenticated bootstrap requests."""
+    import secrets
+
+    os.environ.setdefault("INITIAL_NO_AUTH_ACTION_COUNT", "3")
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.server import ThreadedMotoServer
+
+    saved_count = ActionAuthenticatorMixin.request_count
+    ActionAuthenticatorMixin.request_count = 0
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    iam = boto3.client("iam", endpoint_url=endpoint, aws_access_key_id="bootstrap",
+                       aws_secret_access_key="bootstrap", region_name="us-east-1")
+    user = f"smdebug-port-{secrets.token_hex(4)}"
+    iam.create_user(UserName=user)
+    iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=s3server._ADMIN_POLICY)
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    server = s3server.S3Server(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
     os.environ.update({k: v for k, v in server.env().items() if k.startswith("AWS_")})
     yield server
@@ -66,7 +86,8 @@ def s3_env():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-    handle.stop()
+    moto.stop()
+    ActionAuthenticatorMixin.request_count = saved_count
 
 
 @pytest.fixture(scope="module")
