@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from proflake.errors import LayoutError
+from proflake.ingestion.listing import job_folder
 from proflake.layout import job_phase, parse_stats_path
 
 
@@ -103,3 +104,18 @@ def test_a_profiler_folder_outside_framework(path, framework, base):
 )
 def test_outside_framework_only_well_formed_interval_folders_count(path):
     assert parse_stats_path(parts(path)) is None
+
+
+@pytest.mark.parametrize(
+    "uri, folder",
+    [
+        ("/d/run-7/framework/pytorch/cprofile/n/train-1-stepstart-1_train-1-stepend-2/python_stats", "/d/run-7"),
+        # outside framework/: the job is the folder above the profiler folder, one for all its intervals
+        ("/d/nb/python_stats/n/train-1-stepstart-1_train-1-stepend-2/python_stats", "/d/nb"),
+        ("s3://b/nb/cprofile/n/prestepzero-*-start-1_train-1-stepstart-2/python_stats", "s3://b/nb"),
+        ("/d/plain/run.prof", "/d/plain"),  # plain files: their folder
+    ],
+)
+def test_job_folder(uri, folder):
+    # The folder a job id belongs to (issue 18's job_conflict): every interval of one job folder agrees.
+    assert job_folder(uri) == folder

@@ -83,6 +83,11 @@ def is_stats_file(name: str) -> bool:
     return name in STATS_FILES
 
 
+def is_interval_folder(name: str) -> bool:
+    """Whether a folder name is smdebug's current interval naming (``train-1-stepstart-..._...``)."""
+    return _CURRENT_DIR.match(name) is not None
+
+
 def parse_stats_path(parts: tuple[str, ...] | list[str]) -> IntervalPath | None:
     """Interpret a stats file's path, given as its components (local path parts or S3 key parts).
 
