@@ -19,8 +19,8 @@ from proflake.errors import MissingFolderError
 from proflake.ingestion.batch import IngestReport
 from proflake.ingestion.probe import Known, probe
 from proflake.modes import PythonProfileModes, StepPhase, parse_mode, parse_phase
-from proflake.query.profiles import FetchResult, Step
-from proflake.smdebug.store_view import default_store, view_for
+from proflake.query.profiles import Step
+from proflake.smdebug.store_view import Answer, default_store, view_for
 from proflake.sources import Source, open_source
 from proflake.store.store import Store
 
@@ -123,6 +123,8 @@ class PythonProfileAnalysis:
         if refresh_stats:
             if self._src is not None:
                 self._ingest_if_new()
+            elif not self.store.is_remote:
+                self._view.follow_store()  # reopened only if the store's Delta logs moved on
             else:
                 self.profiles.refresh()
                 self._view.refreshed()
@@ -131,23 +133,30 @@ class PythonProfileAnalysis:
         # With a source, the view already holds only its files: every job below it counts, as in smdebug.
         return {"job": self.job, "all_jobs": self.job is None and self.source is not None}
 
-    def _fetch(self, method: str, node_id: str | None, refresh_stats: bool, **arguments: Any) -> FetchResult:
+    def _fetch(self, method: str, node_id: str | None, refresh_stats: bool, **arguments: Any) -> Answer:
+        """The answer of the current view, fetched unless the same question was asked since it changed
+        (the view keeps it: the data it came from is the same, so is the answer)."""
         self._refresh(refresh_stats)
+        job = self.job if self.job is None or isinstance(self.job, str) else tuple(self.job)
+        key = (self.name, method, node_id, job, tuple(sorted(arguments.items())))
         # Every cProfile answer becomes a pstats.Stats, which needs the caller edges too.
         wants_callers = self.name == "cprofile"
-        return self.profiles.fetch(
-            method, profiler=self.name, node=node_id, callers=wants_callers, **self._scope(), **arguments
+        return self._view.answer(
+            key,
+            lambda: self.profiles.fetch(
+                method, profiler=self.name, node=node_id, callers=wants_callers, **self._scope(), **arguments
+            ),
         )
 
     # Each profiler turns the selected intervals (or one group of them) into its result objects.
-    def _aggregate(self, result: FetchResult, group: tuple = ()) -> Any:
+    def _aggregate(self, answer: Answer, group: tuple = ()) -> Any:
         raise NotImplementedError
 
-    def _result(self, result: FetchResult) -> Any:
-        if result.empty:
+    def _result(self, answer: Answer) -> Any:
+        if answer.result.empty:
             print(NO_STATS_FOR_INTERVAL)
             return None
-        return self._aggregate(result)
+        return self._aggregate(answer)
 
     # -- smdebug's fetch methods ------------------------------------------------------------------------
     def fetch_profile_stats_by_step(
@@ -254,7 +263,8 @@ class PythonProfileAnalysis:
         """One result per (start mode, end mode) pair present, in PythonProfileModes x PythonProfileModes order."""
         result = self._fetch("by_training_phase", node_id, refresh_stats)
         present = {
-            (r["start_mode"], r["end_mode"]) for r in result.intervals.select(["start_mode", "end_mode"]).to_pylist()
+            (r["start_mode"], r["end_mode"])
+            for r in result.result.intervals.select(["start_mode", "end_mode"]).to_pylist()
         }
         stats = {}
         for start in PythonProfileModes:
@@ -271,7 +281,7 @@ class PythonProfileAnalysis:
         A phase no interval falls in is left out, except training_loop, which is always there (an empty
         result when no interval falls in it), as in smdebug."""
         result = self._fetch("by_job_phase", node_id, refresh_stats)
-        present = set(result.intervals["job_phase"].to_pylist())
+        present = set(result.result.intervals["job_phase"].to_pylist())
         return {
             phase: self._aggregate(result, (phase,))
             for phase in JOB_PHASES

@@ -6,10 +6,10 @@ import json
 import warnings
 
 from proflake.errors import ProflakeError
-from proflake.query.profiles import FetchResult
 from proflake.readers.pyinstrument import dumps_tree
 from proflake.smdebug.analysis import PythonProfileAnalysis
 from proflake.smdebug.stats import PyinstrumentStepStats, cProfileStats
+from proflake.smdebug.store_view import Answer
 from proflake.sources import SourceObject, open_source
 from proflake.sources.settings import is_s3
 
@@ -19,10 +19,10 @@ class cProfileAnalysis(PythonProfileAnalysis):
 
     name = "cprofile"
 
-    def _aggregate(self, result: FetchResult, group: tuple = ()) -> cProfileStats:
+    def _aggregate(self, answer: Answer, group: tuple = ()) -> cProfileStats:
         if group:  # one of a roll-up's results: built when used
-            return cProfileStats.deferred(lambda: result.to_pstats(group))
-        return cProfileStats(result.to_pstats(group))
+            return cProfileStats.deferred(lambda: answer.pstats(group))
+        return cProfileStats(answer.pstats(group))
 
 
 class PyinstrumentAnalysis(PythonProfileAnalysis):
@@ -35,8 +35,8 @@ class PyinstrumentAnalysis(PythonProfileAnalysis):
         self._s3_readers: dict[str, object] = {}  # bucket -> source, to read json files from S3
         super().__init__(*args, **kwargs)
 
-    def _aggregate(self, result: FetchResult, group: tuple = ()) -> list[PyinstrumentStepStats]:
-        intervals = result.group_intervals(group).to_pylist()  # in smdebug's order: start time, then node
+    def _aggregate(self, answer: Answer, group: tuple = ()) -> list[PyinstrumentStepStats]:
+        intervals = answer.result.group_intervals(group).to_pylist()  # in smdebug's order: start time, then node
         return [PyinstrumentStepStats(_html_path(i), self._document(i)) for i in intervals]
 
     def _document(self, interval: dict) -> dict:

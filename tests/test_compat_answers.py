@@ -1,0 +1,72 @@
+"""The answers the compatible classes keep (proflake.smdebug.store_view): asked again while nothing
+changed, a fetch returns what it returned before without a query; anything that changes the data
+(a new or rewritten file in the source, another ingest into the store) is seen at the next refresh."""
+
+from __future__ import annotations
+
+import os
+
+from helpers.profiles import JobBuilder
+from proflake import ingest
+from proflake.smdebug.compat import cProfileAnalysis
+
+
+def _functions(stats) -> set[str]:
+    return {key[2] for key in stats.ps.stats}
+
+
+def _queries(analysis, monkeypatch) -> list[str]:
+    """The named queries the analysis's view runs from now on."""
+    ran: list[str] = []
+    real = type(analysis.profiles)._run
+
+    def counting(self, name, params):
+        ran.append(name)
+        return real(self, name, params)
+
+    monkeypatch.setattr(type(analysis.profiles), "_run", counting)
+    return ran
+
+
+def test_an_unchanged_question_is_answered_without_a_query(tmp_path, monkeypatch):
+    job = JobBuilder(tmp_path / "job")
+    job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000", "a")
+    analysis = cProfileAnalysis(str(job.base), store=tmp_path / "store")
+    first = analysis.fetch_profile_stats_by_step(1)
+    ran = _queries(analysis, monkeypatch)
+    again = cProfileAnalysis(str(job.base), store=tmp_path / "store").fetch_profile_stats_by_step(1)
+    assert ran == [] and again.ps.stats == first.ps.stats
+    # Each caller gets its own pstats.Stats: sorting or adding to one leaves the next answer as it was.
+    first.ps.sort_stats("tottime")
+    first.ps.stats.clear()
+    assert analysis.fetch_profile_stats_by_step(1).ps.stats == again.ps.stats
+    assert again.ps.files == [str(next((job.base).rglob("python_stats")).resolve())]
+
+
+def test_a_rewritten_file_is_seen_at_the_next_refresh(tmp_path):
+    job = JobBuilder(tmp_path / "job")
+    path = job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000", "a")
+    analysis = cProfileAnalysis(str(job.base), store=tmp_path / "store")
+    before = _functions(analysis.fetch_profile_stats_by_step(1))
+    stat = path.stat()
+    job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000", "b")  # same path, other workload
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # whatever the clock's grain
+    assert _functions(analysis.fetch_profile_stats_by_step(1, refresh_stats=False)) == before
+    after = _functions(analysis.fetch_profile_stats_by_step(1))
+    assert after != before
+
+
+def test_without_a_source_an_ingest_elsewhere_is_seen_and_nothing_else_reopens(tmp_path, monkeypatch):
+    job = JobBuilder(tmp_path / "job")
+    job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000", "a")
+    store = tmp_path / "store"
+    ingest(str(job.base), str(store))
+    analysis = cProfileAnalysis(store=store)
+    assert analysis.fetch_profile_stats_by_step(2) is None
+    connection = analysis.profiles.connection()
+    assert analysis.fetch_profile_stats_by_step(1) is not None
+    assert analysis.profiles.connection() is connection  # the store did not move: the view stays open
+    job.cprofile("algo-1", "train-2-stepstart-3000_train-2-stepend-4000", "b")
+    ingest(str(job.base), str(store))  # another notebook, or the CLI
+    assert analysis.fetch_profile_stats_by_step(2, refresh_stats=False) is None
+    assert analysis.fetch_profile_stats_by_step(2) is not None
