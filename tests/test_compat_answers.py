@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 
-from helpers.profiles import JobBuilder
+from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
 from proflake import ingest
+from proflake.modes import PythonProfileModes
 from proflake.smdebug.compat import cProfileAnalysis
+
+TRAIN, EVAL = PythonProfileModes.TRAIN, PythonProfileModes.EVAL
 
 
 def _functions(stats) -> set[str]:
@@ -70,3 +73,29 @@ def test_without_a_source_an_ingest_elsewhere_is_seen_and_nothing_else_reopens(t
     ingest(str(job.base), str(store))  # another notebook, or the CLI
     assert analysis.fetch_profile_stats_by_step(2, refresh_stats=False) is None
     assert analysis.fetch_profile_stats_by_step(2) is not None
+
+
+def _two_mode_job(base):
+    job = JobBuilder(base)
+    train = [job.cprofile(node, "train-1-stepstart-1000_train-1-stepend-2000", "a") for node in ("algo-1", "algo-2")]
+    evals = [job.cprofile(node, "eval-1-stepstart-3000_eval-1-stepend-4000", "b") for node in ("algo-1", "algo-2")]
+    return job, train, evals
+
+
+def test_the_roll_ups_of_a_folder_of_whole_jobs(tmp_path):
+    job, train, evals = _two_mode_job(tmp_path / "job")
+    analysis = cProfileAnalysis(str(job.base), store=tmp_path / "store")
+    phases = analysis.fetch_profile_stats_by_training_phase(node_id=None)
+    assert_same_pstats(phases[(TRAIN, TRAIN)].ps.stats, pstats_of(train))
+    assert_same_pstats(phases[(EVAL, EVAL)].ps.stats, pstats_of(evals))
+    by_phase = analysis.fetch_profile_stats_by_job_phase()  # node "any": the first node's
+    assert_same_pstats(by_phase["training_loop"].ps.stats, pstats_of([train[0], evals[0]]))
+
+
+def test_a_folder_holding_part_of_a_job_sums_its_own_files(tmp_path):
+    job, train, evals = _two_mode_job(tmp_path / "job")
+    ingest(str(job.base), str(tmp_path / "store"))  # the whole job is in the store, phase roll-ups built
+    analysis = cProfileAnalysis(str(train[0].parent), store=tmp_path / "store")  # one interval's folder
+    phases = analysis.fetch_profile_stats_by_training_phase()
+    assert list(phases) == [(TRAIN, TRAIN)]
+    assert_same_pstats(phases[(TRAIN, TRAIN)].ps.stats, pstats_of(train[:1]))
