@@ -27,7 +27,8 @@ as it is (pass ``job=`` when it holds several jobs).
 
 ``refresh_stats=True`` (every method's default, as in smdebug) lists the source again; only when that
 listing shows a new or changed stats file is it ingested (proflake.ingestion.probe), so an unchanged job
-costs a listing per call. ``refresh_stats=False`` reuses the current view.
+costs a listing per call, and a question asked before is answered from the view's kept answers.
+``refresh_stats=False`` reuses the current view.
 
 Differences from smdebug, all deliberate (docs/smdebug-compatibility.md says why, for each):
 
@@ -45,6 +46,8 @@ Differences from smdebug, all deliberate (docs/smdebug-compatibility.md says why
 * ``python_profile_stats`` is a read-only property (a fresh list at each read).
 * Objects made for the same source and store in one process share one view of the store: a refresh
   by one is seen by the others (smdebug objects each kept their own list).
+* The view keeps its answers until the data changes: asked again, a fetch is answered without a query
+  (each caller still gets its own ``pstats.Stats``).
 * With ``s3_path``, nothing is downloaded: ``stats_path`` is the ``s3://`` URI.
 * A roll-up's ``cProfileStats`` build their ``pstats.Stats`` when first used.
 * ``PythonProfileAnalysis`` itself cannot be made: use one of the two profilers' classes.
