@@ -99,3 +99,34 @@ def test_a_folder_holding_part_of_a_job_sums_its_own_files(tmp_path):
     phases = analysis.fetch_profile_stats_by_training_phase()
     assert list(phases) == [(TRAIN, TRAIN)]
     assert_same_pstats(phases[(TRAIN, TRAIN)].ps.stats, pstats_of(train[:1]))
+
+
+def test_the_local_probe_sees_what_the_source_lists(tmp_path):
+    # The probe walks a local folder itself (proflake.ingestion.probe): the same stats files, with the
+    # same uri, parts, size, version and problem as LocalSource.list gives them.
+    from proflake.ingestion.probe import Probe, _local_stats_files, probe
+    from proflake.sources import open_source
+
+    job = JobBuilder(tmp_path / "job")
+    job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000")
+    job.pyinstrument("algo-2", "train-1-stepstart-1000_train-1-stepend-2000")
+    misnamed = job.base / "framework" / "pytorch" / "cprofile" / "algo-1" / "not-an-interval"
+    misnamed.mkdir()
+    (misnamed / "python_stats").write_bytes(b"x")
+    (job.base / "notes.txt").write_text("x")
+    os.symlink(misnamed / "python_stats", job.base / "framework" / "python_stats")  # a link to a file
+    os.symlink(misnamed, job.base / "linked-folder")  # never walked into
+    src = open_source(str(job.base))
+
+    def rows(objects):
+        return sorted((o.uri, o.parts, o.size, o.version, o.problem is not None) for o in objects)
+
+    names = ("python_stats", "python_stats.json")
+    listed = [o for o in src.list() if o.parts[-1] in names]
+    counted = Probe()
+    assert rows(_local_stats_files(src, counted)) == rows(listed) and len(listed) == 4
+    assert counted.files_seen + len(listed) == sum(1 for _ in src.list())
+    known = {o.uri: (o.size, o.version) for o in listed}
+    assert probe(src, known).unchanged
+    # Nothing known: all four are new (the misnamed folder's and the link too: the ingest reports them).
+    assert sorted(probe(src, {}, stop_at_first=False).new) == sorted(o.uri for o in listed)
