@@ -7,7 +7,8 @@ pre-step-zero, post-hook-close. smdebug's side is ``bench.baseline.SmdebugCProfi
 Also timed: the two roll-ups (by training phase, by job phase) with ``refresh_stats=True``, reading
 the training loop's ``function_stats_list`` after them (proflake builds a roll-up's results when they
 are first used; smdebug built them all), and what a
-refresh that finds nothing new costs (proflake's probe) against smdebug's listing of the same folder.
+refresh that finds nothing new costs (proflake's probe) against smdebug's listing of the same folder
+(each the median of ten calls per round).
 
 The job is a ``bench.corpus`` job (``--files`` cProfile files over ``--nodes`` nodes), ingested once
 before timing: the notebook is re-run on a job the store already holds, as every run after the first.
@@ -113,8 +114,13 @@ def run(files: int, nodes: int, rounds: int, workdir: Path) -> dict:
         times["rollups"].append(_timed(lambda a=a: rollups(a))[0])
         times["rollups_smdebug"].append(_timed(lambda b=b: rollups(b))[0])
         src, known = open_source(folder), a._known()
-        times["probe"].append(_timed(lambda src=src, known=known: probe(src, known))[0])
-        times["listing_smdebug"].append(_timed(lambda: bl.load_python_profile_stats(folder))[0])
+        # A few milliseconds each: the median of ten, alternated, so one preemption does not decide it.
+        probes, listings = [], []
+        for _ in range(10):
+            probes.append(_timed(lambda src=src, known=known: probe(src, known))[0])
+            listings.append(_timed(lambda: bl.load_python_profile_stats(folder))[0])
+        times["probe"].append(statistics.median(probes))
+        times["listing_smdebug"].append(statistics.median(listings))
         # Not closed: a notebook re-running its cell drops the old object, and the next one made for the
         # same source reuses the open view of the store (proflake.smdebug.store_view).
     median = {k: statistics.median(v) for k, v in times.items()}
