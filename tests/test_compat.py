@@ -23,7 +23,7 @@ from helpers.profiles import LEGACY, JobBuilder, assert_same_pstats, pstats_of
 from proflake.capture.capture import Capture
 from proflake.capture.sample_job import generate_sample_job, initialize, train_step
 from proflake.errors import ProflakeError, SourceError, UnknownNameError, UsageError
-from proflake.smdebug import compat
+from proflake.smdebug import analysis as analysis_module
 from proflake.smdebug.compat import (
     Metrics,
     PyinstrumentAnalysis,
@@ -418,12 +418,11 @@ def test_by_job_phase_without_training_loop(root, store):
     job = JobBuilder(root / "jobs" / "init-only")
     path = job.cprofile("algo-1", "prestepzero-*-start-1000_train-0-stepstart-2000", "c")
     result = cProfileAnalysis(job.base, store=store).fetch_profile_stats_by_job_phase()
-    assert list(result) == ["initialization", "training_loop", "finalization"]
+    assert list(result) == ["initialization", "training_loop"]  # no finalization: left out, as in smdebug
     check(result["initialization"], scan(job.base))
     assert str(path.resolve()) in result["initialization"].ps.files
     assert isinstance(result["training_loop"], cProfileStats)
     assert result["training_loop"].ps.stats == {} and result["training_loop"].function_stats_list == []
-    assert result["finalization"] is None
 
 
 # -- listings ------------------------------------------------------------------------------------------
@@ -552,10 +551,8 @@ def _check_pyinstrument(result, expected: list[Interval]) -> None:
     for r, interval in zip(result, expected):
         assert Path(r.html_file_path).is_file()
         original = json.loads(Path(interval.path).read_text())
-        for field in ("start_time", "duration", "sample_count", "target_description", "cpu_time"):
-            assert r.json_stats[field] == original[field], field
         assert _frames(original["root_frame"])  # not vacuous
-        assert _frames(r.json_stats["root_frame"]) == _frames(original["root_frame"])
+        assert r.json_stats == original  # the file's own document, field for field
 
 
 def test_pyinstrument_returns_one_session_per_interval(pyi, sample):
@@ -598,10 +595,9 @@ def test_pyinstrument_by_training_phase(pyi, sample):
 def test_pyinstrument_by_job_phase(pyi, sample):
     files = on_node(scan(sample.base_dir, "pyinstrument"), "any")
     result = pyi.fetch_profile_stats_by_job_phase(refresh_stats=False)
-    assert list(result) == ["initialization", "training_loop", "finalization"]
+    assert list(result) == ["initialization", "training_loop"]
     _check_pyinstrument(result["initialization"], [i for i in files if job_phase(i) == "initialization"])
     _check_pyinstrument(result["training_loop"], [i for i in files if job_phase(i) == "training_loop"])
-    assert result["finalization"] is None
 
 
 # -- refresh_stats -------------------------------------------------------------------------------------
@@ -668,7 +664,7 @@ def test_store_without_source(cp, mixed, store, sample_files):
 
 
 def test_smdebugs_default_folder_is_read_only_without_a_store(tmp_path, monkeypatch, mixed_dir):
-    monkeypatch.setattr(compat, "SMDEBUG_LOCAL_PROFILE_DIR", str(mixed_dir))
+    monkeypatch.setattr(analysis_module, "SMDEBUG_LOCAL_PROFILE_DIR", str(mixed_dir))
     monkeypatch.setenv("PROFLAKE_STORE", str(tmp_path / "default-store"))
     assert len(cProfileAnalysis().list_profile_stats()) == len(MIXED)  # like smdebug: reads the default
     other = tmp_path / "other-store"

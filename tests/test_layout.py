@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from proflake.errors import LayoutError
+from proflake.ingestion.listing import job_folder
 from proflake.layout import job_phase, parse_stats_path
 
 
@@ -74,3 +75,47 @@ def test_near_misses_are_errors_not_silence(path, message):
 )
 def test_job_phase(start, end, phase):
     assert job_phase(start, end) == phase
+
+
+@pytest.mark.parametrize(
+    "path, framework, base",
+    [
+        # smdebug's own S3 download folder: {local_profile_dir}/python_stats/{node}/{interval}/{file}
+        ("tmp/nb/python_stats/0-algo-1/train-1-stepstart-1_train-1-stepend-2/python_stats", "nb", ("tmp", "nb")),
+        # aws s3 sync s3://.../framework/pytorch/cprofile ./cprofile
+        ("home/me/cprofile/0-algo-1/prestepzero-*-start-1_posthookclose-*-end-2/python_stats.json", "me", ("home", "me")),
+        ("cprofile/n/train-1-stepstart-1_train-1-stepend-2/python_stats", "unknown", ()),
+    ],
+)
+def test_a_profiler_folder_outside_framework(path, framework, base):
+    ip = parse_stats_path(parts(path))
+    assert ip is not None and ip.layout == "smdebug-folder"
+    assert (ip.framework, ip.base, ip.node_id) == (framework, base, parts(path)[-3])
+    assert ip.profiler == ("pyinstrument" if path.endswith(".json") else "cprofile")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "x/folder/n/trian-1-stepstart-1_train-1-stepend-2/python_stats",  # a bad name outside framework/: not ours
+        "x/folder/n/not-an-interval/python_stats",
+        "n/train-1-stepstart-1_train-1-stepend-2/python_stats",  # no node folder above the interval
+    ],
+)
+def test_outside_framework_only_well_formed_interval_folders_count(path):
+    assert parse_stats_path(parts(path)) is None
+
+
+@pytest.mark.parametrize(
+    "uri, folder",
+    [
+        ("/d/run-7/framework/pytorch/cprofile/n/train-1-stepstart-1_train-1-stepend-2/python_stats", "/d/run-7"),
+        # outside framework/: the job is the folder above the profiler folder, one for all its intervals
+        ("/d/nb/python_stats/n/train-1-stepstart-1_train-1-stepend-2/python_stats", "/d/nb"),
+        ("s3://b/nb/cprofile/n/prestepzero-*-start-1_train-1-stepstart-2/python_stats", "s3://b/nb"),
+        ("/d/plain/run.prof", "/d/plain"),  # plain files: their folder
+    ],
+)
+def test_job_folder(uri, folder):
+    # The folder a job id belongs to (issue 18's job_conflict): every interval of one job folder agrees.
+    assert job_folder(uri) == folder

@@ -121,3 +121,16 @@ class Terminated(KeyboardInterrupt):
         self.name = name
         self.exit_code = 128 + signum
         super().__init__(f"{name} received")
+
+
+class MissingFolderError(SourceError, AssertionError):
+    """A folder given as a source does not exist. Also an AssertionError: smdebug asserted it, and
+    notebooks written for smdebug catch that."""
+
+
+class MissingExtraError(ProflakeError, ModuleNotFoundError):
+    """A feature needs an optional dependency that is not installed; the message names the pip extra."""
+
+
+class UnrecognisedFilesWarning(UserWarning):
+    """An ingest skipped files below its source that fit no smdebug layout (the answers may miss them)."""

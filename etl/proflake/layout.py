@@ -1,11 +1,18 @@
 """Map a stats file's path to the interval it describes.
 
-Two namings exist in the wild:
+Three namings exist in the wild:
 
 * smdebug (current):
   ``{base}/framework/{framework}/{profiler}/{node_id}/{start_mode}-{start_step}-{start_phase}-{start_us}_{end_mode}-{end_step}-{end_phase}-{end_us}/{file}``
 * smdebug-legacy (TensorFlow jobs before modes and phases existed):
   ``{base}/framework/{framework}/cProfile/{start_us}_{end_us}_{node_id}_{step}/python_stats``
+
+* smdebug-folder (a profiler folder outside ``framework/``, read as smdebug's readers read
+  ``local_profile_dir``): ``{anything}/{folder}/{node_id}/{current interval naming}/{file}``, e.g. the
+  ``{local_profile_dir}/python_stats/`` smdebug downloads S3 jobs into, or ``aws s3 sync
+  .../framework/pytorch/cprofile ./cprofile``. Only an interval folder that fully matches the current
+  naming, with known modes and phases, makes a file count; the profiler comes from the file name and
+  the framework is the folder's parent's name, as smdebug takes it (``unknown`` at the top of a path).
 
 Legacy intervals carry no mode or phase. Step -1 was smdebug's label for "before step 0", which is
 what the current naming writes as ``prestepzero-*-start`` ending at ``train-0-stepstart``; any other
@@ -49,7 +56,7 @@ class IntervalPath:
     end_step: int | None  # None for '*'
     end_phase: str
     end_time_us: float
-    layout: str  # smdebug | smdebug-legacy
+    layout: str  # smdebug | smdebug-legacy | smdebug-folder
     file_name: str
 
     @property
@@ -76,6 +83,11 @@ def is_stats_file(name: str) -> bool:
     return name in STATS_FILES
 
 
+def is_interval_folder(name: str) -> bool:
+    """Whether a folder name is smdebug's current interval naming (``train-1-stepstart-..._...``)."""
+    return _CURRENT_DIR.match(name) is not None
+
+
 def parse_stats_path(parts: tuple[str, ...] | list[str]) -> IntervalPath | None:
     """Interpret a stats file's path, given as its components (local path parts or S3 key parts).
 
@@ -93,6 +105,11 @@ def parse_stats_path(parts: tuple[str, ...] | list[str]) -> IntervalPath | None:
         return _parse_legacy(parts, file_name)
     if len(parts) >= 6 and parts[-6] == "framework":
         return _parse_current(parts, file_name)
+    if len(parts) >= 4 and _CURRENT_DIR.match(parts[-2]):
+        try:
+            return _parse_current(parts, file_name, folder=True)
+        except LayoutError:
+            return None  # outside framework/, only a well-formed interval folder says "stats file"
     return None
 
 
@@ -147,8 +164,9 @@ def _check_name(kind: str, value: str, valid: tuple[str, ...], dir_name: str) ->
     return valid[valid.index(value)]  # the shared constant, not one more copy per listed file
 
 
-def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:
-    framework, profiler_dir, node_id, dir_name = parts[-5], parts[-4], parts[-3], parts[-2]
+def _parse_current(parts: tuple[str, ...], file_name: str, folder: bool = False) -> IntervalPath:
+    framework = (parts[-5] if len(parts) >= 5 else "") or "unknown"
+    profiler_dir, node_id, dir_name = parts[-4], parts[-3], parts[-2]
     match = _CURRENT_DIR.match(dir_name)
     if match is None:
         raise LayoutError(
@@ -158,12 +176,12 @@ def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:
     g = match.groupdict()
     start_time_us, end_time_us = _times(g["start_time"], g["end_time"], dir_name)
     profiler = _profiler_for(file_name)
-    if profiler_dir.lower() not in ("cprofile", "pyinstrument") or profiler_dir.lower() != profiler:
+    if not folder and (profiler_dir.lower() not in ("cprofile", "pyinstrument") or profiler_dir.lower() != profiler):
         raise LayoutError(
             f"{file_name} is in profiler folder {profiler_dir!r}; smdebug writes it under {profiler!r}"
         )
     return IntervalPath(
-        base=_shared(parts[:-6]),
+        base=_shared(parts[:-4] if folder else parts[:-6]),
         framework=framework,
         profiler=profiler,
         node_id=node_id,
@@ -175,7 +193,7 @@ def _parse_current(parts: tuple[str, ...], file_name: str) -> IntervalPath:
         end_step=_step(g["end_step"], None, dir_name),
         end_phase=_check_name("phase", g["end_phase"], PHASE_LABELS, dir_name),
         end_time_us=end_time_us,
-        layout="smdebug",
+        layout="smdebug-folder" if folder else "smdebug",
         file_name=file_name,
     )
 

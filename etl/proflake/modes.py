@@ -74,10 +74,13 @@ _PHASE_BY_NAME = {_normalise(p.name): p for p in StepPhase}
 _PHASE_BY_NAME.update({p.value: p for p in StepPhase})
 
 
-def parse_mode(value: str | PythonProfileModes) -> PythonProfileModes:
-    """Accept ``train``, ``TRAIN``, ``PythonProfileModes.TRAIN``, ``pre_step_zero``, ``prestepzero``, ..."""
+def parse_mode(value: str | int | PythonProfileModes) -> PythonProfileModes:
+    """Accept ``train``, ``TRAIN``, ``PythonProfileModes.TRAIN``, ``pre_step_zero``, ``prestepzero``, ...
+    and the enum's ints (``1`` = TRAIN), as smdebug's IntEnum compares; never a bool."""
     if isinstance(value, PythonProfileModes):
         return value
+    if isinstance(value, int) and not isinstance(value, bool) and value in PythonProfileModes._value2member_map_:
+        return PythonProfileModes(value)
     if isinstance(value, str):
         mode = _MODE_BY_NAME.get(_normalise(value.rpartition(".")[2]))
         if mode is not None:

@@ -64,7 +64,7 @@ def ingest(
             report = run_ingest(
                 target, store, job_id=job, full_refresh=full_refresh, s3=s3, allow_empty=allow_empty,
                 wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
-                log=progress.log, progress=progress,
+                log=progress.log, progress=progress, warn_unrecognised=False,
             )
     finally:
         progress.done()

@@ -22,7 +22,9 @@ from proflake.ingestion.report import IngestReport, Progress
 from proflake.layout import (
     PYINSTRUMENT_HTML_FILE,
     PYINSTRUMENT_JSON_FILE,
+    STATS_FILES,
     IntervalPath,
+    is_interval_folder,
     is_stats_file,
     parse_stats_path,
 )
@@ -53,9 +55,15 @@ def printable(text: str) -> str:
 
 
 def job_folder(uri: str) -> str:
-    """The job folder a stats file lies in: its URI up to its framework/ folder."""
+    """The job folder a stats file lies in: its URI up to its framework/ folder; for a profiler folder
+    outside framework/ (layout smdebug-folder), the folder above it, whose name is the job's."""
     cut = uri.rfind("/framework/")
-    return uri[:cut] if cut >= 0 else uri.rsplit("/", 1)[0]
+    if cut >= 0:
+        return uri[:cut]
+    parts = uri.split("/")
+    if len(parts) >= 5 and parts[-1] in STATS_FILES and is_interval_folder(parts[-2]):
+        return "/".join(parts[:-4])  # {base}/{profiler folder}/{node}/{interval}/{file}
+    return uri.rsplit("/", 1)[0]
 
 
 def qualified_job(job: str, folder: str, job_folders: dict[str, str]) -> str:

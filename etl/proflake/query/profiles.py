@@ -345,6 +345,10 @@ class Profiles:
         rows = self._run(query, params)["interval_row"]
         return self._intervals().take(rows)
 
+    def intervals_table(self) -> pa.Table:
+        """Every interval of the current view of the store (the ``intervals`` view, all sources), as Arrow."""
+        return self._intervals()
+
     def _intervals(self) -> pa.Table:
         """The connection's intervals table as Arrow, row i being the row whose rowid is i (a snapshot
         nothing writes to, so its rowids run 0..n-1). Selection queries return rowids; the columns are
