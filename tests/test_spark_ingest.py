@@ -202,6 +202,7 @@ def test_s3_source_and_store_with_the_executors_doing_the_io(s3, spark, executor
     from proflake.ingestion.commit import FactCommitter
     from proflake.sources.settings import S3Config
     from proflake.spark import SparkPool
+    from proflake.store.compact import compact
 
     bucket = f"bucket-{secrets.token_hex(4)}"
     s3.client().create_bucket(Bucket=bucket)
@@ -237,6 +238,18 @@ def test_s3_source_and_store_with_the_executors_doing_the_io(s3, spark, executor
         listed = {o["Key"].rsplit("/", 1)[1] for o in client.list_objects_v2(Bucket=bucket, Prefix=f"store/{name}/").get("Contents", [])
                   if o["Key"].endswith(".parquet")}
         assert listed == {u.rsplit("/", 1)[1] for u in Store(store, s3=config).delta(name).file_uris()}
+    # What a task attempt whose answer Spark dropped leaves: an unreferenced file, which vacuum removes.
+    orphan = "store/function_stats/part-dropped-attempt.zstd.parquet"
+    client.put_object(Bucket=bucket, Key=orphan, Body=b"PAR1")
+    before = snapshot_s3(ours)
+    report = compact(Store(store, s3=config), retention_hours=0)
+    assert report.tables["function_stats"]["files_vacuumed"] >= 1
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix=orphan)
+    assert snapshot_s3(Profiles(Store(store, s3=config))) == before
+
+
+def snapshot_s3(profiles: Profiles) -> list:
+    return profiles.by_step("*", "*", all_jobs=True).table.to_pylist()
 
 
 def test_an_executor_applies_the_s3_rules_itself(s3, executor_credentials):

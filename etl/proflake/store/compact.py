@@ -71,7 +71,9 @@ def compact(
         for name in ALL_TABLES:
             table = store.delta(name)
             with store.committing():
-                vacuumed = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+                # full: also files the log never referenced (a killed run's uploads to an S3 table, a
+                # Spark task attempt whose answer was dropped), not only the ones commits removed.
+                vacuumed = table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False, full=True)
             report.tables[name]["files_vacuumed"] = len(vacuumed)
     report.seconds = time.perf_counter() - started
     return report
