@@ -106,6 +106,7 @@ FLUSH_ROWS = 150_000
 # What runs under the lock after a batch commits: (store, log) -> anything.
 AfterCommit = Callable[[Store, Callable[[str], None]], object]
 DEFAULT_MAX_FILE_MB = 512
+_UNREAD = ("read", "too_large", "unsafe_path")  # outcomes of files no worker read
 
 
 @_on_system_allocator
@@ -325,12 +326,11 @@ class Batch:
             for index, outcome in result.outcomes:
                 candidate, keys = pending.pop(index)
                 obj = candidate.stats
-                if local and not (isinstance(outcome, Failure) and outcome.kind == "read"):
+                if local and not (isinstance(outcome, Failure) and outcome.kind in _UNREAD):
                     report.bytes_read += obj.size  # as listed: what a worker read
                 if isinstance(outcome, Failure):
-                    # A read error names its file already, as the sources' own do.
-                    named = outcome.kind in ("read", "too_large", "unsafe_path")
-                    self.fail(obj, outcome.kind, outcome.message if named else f"{obj.uri}: {outcome.message}")
+                    # A file not read (a read error; a Spark task's S3 rules) is named by its message already.
+                    self.fail(obj, outcome.kind, outcome.message if outcome.kind in _UNREAD else f"{obj.uri}: {outcome.message}")
                 else:
                     parsed.append(interval_row(candidate, keys, now, outcome.summary))  # type: ignore[attr-defined]
                 bar.advance(1, obj.size)
