@@ -301,8 +301,11 @@ def test_a_driver_killed_after_a_commit_is_repaired_by_the_next_run(native, jobs
     assert driver.returncode != 0, stderr[-2000:]
     con = Store(str(store)).connect()
     unfinished = con.sql("SELECT count(*) FROM batches GROUP BY batch_id HAVING bool_and(event = 'started')").fetchall()
+    intervals = con.sql("SELECT count(*) FROM intervals").fetchall()[0][0]
+    facts = con.sql(f"SELECT count(*) FROM {raw_view('function_stats')}").fetchall()[0][0]
     con.close()
     assert unfinished, "the kill landed inside the batch"
+    assert facts > 0 and (intervals > 0) == (after_commits == 5)
     said: list[str] = []
     report = ingest(str(jobs), str(store), executor=SparkPool(spark, min_files=0, slice_files=6), log=said.append)
     assert report.repaired and any("repaired an interrupted run" in line for line in said)
