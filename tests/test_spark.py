@@ -7,20 +7,17 @@ once per module: a job with both profilers, two nodes and a damaged file.
 
 from __future__ import annotations
 
-import math
 import re
 import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from helpers.profiles import SEMANTIC_INTERVALS, JobBuilder
+from helpers.same_answers import FETCH_CASES, assert_same_table
 from proflake import Profiles, ingest
 from proflake.query.profiles import FETCH_METHODS
 from proflake.spark import sqlgen
 from proflake.views import VIEWS
-
-REL = 1e-12
 
 
 # -- the generated SQL ------------------------------------------------------------------------------------
@@ -77,36 +74,7 @@ def spark_profiles(stores, spark):
     return SparkProfiles(spark, str(stores[1]))
 
 
-def assert_same_table(actual: pa.Table, expected: pa.Table, *, ordered: bool = True) -> None:
-    """Same columns, same rows; floats within REL (two engines sum in different orders)."""
-    assert actual.column_names == expected.column_names
-    a, e = actual.to_pylist(), expected.to_pylist()
-    if not ordered:
-        a, e = sorted(a, key=_row_key), sorted(e, key=_row_key)
-    assert len(a) == len(e)
-    for row_a, row_e in zip(a, e):
-        for column in expected.column_names:
-            x, y = row_a[column], row_e[column]
-            if isinstance(y, float) and isinstance(x, float):
-                assert x == pytest.approx(y, rel=REL, abs=1e-15) or (math.isnan(x) and math.isnan(y)), column
-            else:
-                assert x == y, (column, x, y)
-
-
-def _row_key(row: dict) -> tuple:
-    return tuple((v is None, str(v) if not isinstance(v, float) else f"{v:.9e}") for v in row.values())
-
-
-CASES = [
-    ("by_time", {"start_time_s": 0.0025, "end_time_s": 0.0045}),
-    ("by_step", {"start_step": 1, "end_step": 2}),
-    ("by_step", {"start_step": "*", "end_step": "*"}),
-    ("between_modes", {"start_mode": "train", "end_mode": "eval"}),
-    ("pre_step_zero", {}),
-    ("post_hook_close", {}),
-    ("by_training_phase", {}),
-    ("by_job_phase", {}),
-]
+CASES = FETCH_CASES
 
 
 @pytest.mark.integration

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 JAVA_PACKAGE = "openjdk-17-jre-headless"
 
@@ -43,6 +44,10 @@ def start_session(tmp_dir: str):
     """A ``local[2]`` SparkSession for tests: small shuffles, no UI, its scratch under ``tmp_dir``."""
     ensure_java()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python tasks (the Spark ingest's) run in this interpreter, with tests/ importable as here (the
+    # misbehaving parse functions of tests/helpers).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     from pyspark.sql import SparkSession
 
     session = (
@@ -56,6 +61,7 @@ def start_session(tmp_dir: str):
         .config("spark.sql.warehouse.dir", os.path.join(tmp_dir, "warehouse"))
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.executorEnv.PYTHONPATH", tests)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

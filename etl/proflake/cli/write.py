@@ -31,6 +31,10 @@ if TYPE_CHECKING:
               help="Quarantine stats files larger than this instead of reading them.")
 @click.option("--worker-memory-mb", type=click.IntRange(min=64), default=2048, show_default=True,
               help="Address-space limit of each parse worker; a file needing more is quarantined.")
+@click.option("--executor", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+              help="Who parses: this machine's worker pool, or Spark tasks on the active SparkSession or a new one (the proflake[spark] extra; docs/spark.md).")
+@click.option("--spark-min-files", type=click.IntRange(min=0), default=10_000, show_default=True, metavar="N",
+              help="With --executor spark: below N new files, parse on the local pool instead (a Spark job costs seconds before its first file).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 @click.option("--allow-empty", is_flag=True, help="Succeed when SOURCE holds no stats file (a nightly run over a prefix that may be empty).")
 @click.option("--node", metavar="ID", help="Plain files: SOURCE is a .prof/.pstats/pyinstrument .json file or a folder of them, all of node ID (needs --job).")
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
 def ingest(
     source: str, store: Store, job: str | None, full_refresh: bool, wait: float, workers: int | None,
     max_file_mb: float, worker_memory_mb: int, as_json: bool, allow_empty: bool, node: str | None,
-    step: int | None, mode: str | None, s3: S3Config,
+    step: int | None, mode: str | None, s3: S3Config, executor: str, spark_min_files: int,
 ) -> None:
     """Ingest the stats files under SOURCE: a folder or s3://bucket/prefix holding a job's framework/ tree,
     several jobs, or any folder inside one. Only new or changed files are read. With --job and --node,
@@ -65,6 +69,7 @@ def ingest(
                 target, store, job_id=job, full_refresh=full_refresh, s3=s3, allow_empty=allow_empty,
                 wait=wait, workers=workers, max_file_mb=max_file_mb, worker_memory_mb=worker_memory_mb,
                 log=progress.log, progress=progress, warn_unrecognised=False,
+                executor=executor, spark_min_files=spark_min_files,
             )
     finally:
         progress.done()

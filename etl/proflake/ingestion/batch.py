@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from datetime import datetime, timezone
+from typing import Any
 
 from proflake.errors import StoreError
 from proflake.ingestion.allocator import (
@@ -77,7 +78,8 @@ from proflake.store.lock import StoreLock
 from proflake.store.memory import release_memory
 from proflake.store.rollups import refresh_phase_rollups
 from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store, sql_string
-from proflake.workers.pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, ParsePool, Task
+from proflake.workers.executor import executor_for, make_executor
+from proflake.workers.pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, Task
 
 # The names this module has always offered (bench/, tests, callers), wherever they now live.
 repair = repair_store
@@ -93,6 +95,7 @@ FLUSH_ROWS = 150_000
 # What runs under the lock after a batch commits: (store, log) -> anything.
 AfterCommit = Callable[[Store, Callable[[str], None]], object]
 DEFAULT_MAX_FILE_MB = 512
+_UNREAD = ("read", "too_large", "unsafe_path")  # outcomes of files no worker read
 
 
 @_on_system_allocator
@@ -113,6 +116,8 @@ def ingest(
     log: Callable[[str], None] | None = None,
     progress: Progress | None = None,
     after_commit: AfterCommit | None = None,
+    executor: Any = None,
+    spark_min_files: int | None = None,
 ) -> IngestReport:
     """Ingest every new or changed stats file under ``source`` into ``store``.
 
@@ -125,11 +130,18 @@ def ingest(
     classes use, as they scope every answer by source and never name jobs. ``whole_store`` (with
     ``full_refresh``; ``proflake rebuild``): the store afterwards holds exactly what ``source`` holds,
     every interval of other sources removed in the same commit.
+
+    ``executor``: who parses: "local" (the default: the worker pool), "spark" (Spark tasks on the active
+    SparkSession or a new one, from ``spark_min_files`` new files on; below that, the local pool), a
+    SparkSession, or an executor object such as ``proflake.spark.SparkPool`` (etl/proflake/workers/executor.py).
     """
     s3 = s3 or S3Config.from_env()
     st = store if isinstance(store, Store) else Store(store, s3=s3)
     src = open_source(source, s3) if isinstance(source, str) else source
-    pool = ParsePool(workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s)
+    pool = make_executor(
+        executor, workers=workers, memory_mb=worker_memory_mb, timeout_s=parse_timeout_s, max_file_mb=max_file_mb,
+        s3=s3, spark_min_files=spark_min_files,
+    )
     batch = Batch(
         src, st, pool, job_id=job_id, full_refresh=full_refresh or whole_store, whole_store=whole_store,
         qualify_jobs=qualify_jobs, max_file_mb=max_file_mb, log=log, progress=progress,
@@ -144,7 +156,7 @@ class Batch:
         self,
         src: Source,
         store: Store,
-        pool: ParsePool,
+        pool: Any,  # a ParsePool, or another executor (etl/proflake/workers/executor.py)
         *,
         job_id: str | None = None,
         full_refresh: bool = False,
@@ -283,8 +295,15 @@ class Batch:
         pending: dict[int, tuple[Candidate, dict]] = {}
 
         # Workers read local files themselves: the bytes never pass through this process. Objects
-        # elsewhere (S3) are read here, a few at a time, and handed over.
-        local = isinstance(self.src, LocalSource)
+        # elsewhere (S3) are read here, a few at a time, and handed over, unless the executor (Spark)
+        # reads them itself.
+        pool = executor_for(self.pool, listing.count, self.src, self.say)
+        local = isinstance(self.src, LocalSource) or getattr(pool, "reads_sources", False)
+        directories = committer.directories
+        if st.is_remote and getattr(pool, "reads_sources", False):
+            # Spark tasks upload their fact files straight into the tables' prefixes (no roll-up partial
+            # sums: the driver could not read them; it rebuilds the jobs' roll-ups from the facts).
+            directories = {name: st.table_uri(name) for name in FACT_TABLES}
 
         def tasks() -> Iterator[Task]:
             read = (((item, b"") for item in todo) if local else read_ahead(self.src, todo))
@@ -309,18 +328,18 @@ class Batch:
                     yield Task(index, candidate.path.profiler, data, interval)
 
         # Fewer workers than cores: each writes its files on a thread while it parses on.
-        background = self.pool.size < (os.cpu_count() or 1)
-        sink = FactSink(committer.directories, report.batch_id, _flush_rows(), options, background)
-        for result in self.pool.parse(tasks(), sink):
+        background = pool.size < (os.cpu_count() or 1)
+        sink = FactSink(directories, report.batch_id, _flush_rows(), options, background)
+        for result in pool.parse(tasks(), sink):
             parsed: list[dict] = []
             for index, outcome in result.outcomes:
                 candidate, keys = pending.pop(index)
                 obj = candidate.stats
-                if local and not (isinstance(outcome, Failure) and outcome.kind == "read"):
+                if local and not (isinstance(outcome, Failure) and outcome.kind in _UNREAD):
                     report.bytes_read += obj.size  # as listed: what a worker read
                 if isinstance(outcome, Failure):
-                    # A read error names its file already, as the sources' own do.
-                    self.fail(obj, outcome.kind, outcome.message if outcome.kind == "read" else f"{obj.uri}: {outcome.message}")
+                    # A file not read (a read error; a Spark task's S3 rules) is named by its message already.
+                    self.fail(obj, outcome.kind, outcome.message if outcome.kind in _UNREAD else f"{obj.uri}: {outcome.message}")
                 else:
                     parsed.append(interval_row(candidate, keys, now, outcome.summary))  # type: ignore[attr-defined]
                 bar.advance(1, obj.size)

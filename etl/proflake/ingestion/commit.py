@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from proflake.ingestion.listing import Candidate
 from proflake.schema import PHASE_ROLLUP_OF, record_batch, table_spec
 from proflake.sources import SourceObject
+from proflake.sources.settings import is_s3
 from proflake.store.deltawrite import DataFile, commit_data_files, write_data_file
 from proflake.store.memory import release_memory
 from proflake.store.store import FACT_TABLES, Store, crash_points
@@ -159,8 +160,8 @@ class FactCommitter:
 
     Workers write into a spool folder: inside the store for a local store, whence files move into
     their table just before its commit (a rename); a local temporary folder for an S3 store, whence
-    they are uploaded, on a thread, as they arrive. Either way a run killed before the commit leaves
-    nothing in the tables."""
+    they are uploaded, on a thread, as they arrive (Spark tasks upload their own: etl/proflake/workers/sparkpool.py).
+    Either way a run killed before the commit leaves nothing in the tables."""
 
     def __init__(self, store: Store, batch_id: str) -> None:
         self.store = store
@@ -186,7 +187,8 @@ class FactCommitter:
             done.result()
         self._files.extend(files)
         if self._uploader is not None:
-            self._uploads.extend(self._uploader.submit(self._upload, f) for f in files)
+            # A file whose local_path is an S3 URI is in its table's prefix already (a Spark task put it).
+            self._uploads.extend(self._uploader.submit(self._upload, f) for f in files if not is_s3(f.local_path))
 
     def finish(self) -> None:
         """Commit every fact table's files (after their uploads)."""

@@ -87,12 +87,16 @@ def compact(
         for name in ALL_TABLES:
             table = store.delta(name)
             # vacuum lists every file the log removed before the retention cut-off, also those an earlier
-            # vacuum deleted already: count only the ones still there, i.e. what this run deletes.
-            candidates = table.vacuum(retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False)
+            # vacuum deleted already: count only the ones still there, i.e. what this run deletes. Full
+            # mode: also files the log never referenced (a killed run's uploads to an S3 table, a Spark
+            # task attempt whose answer was dropped), not only the ones commits removed.
+            candidates = table.vacuum(
+                retention_hours=retention_hours, dry_run=True, enforce_retention_duration=False, full=True
+            )
             present = _present(store, name, candidates) if candidates else []
             if candidates:
                 with store.committing():
-                    table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False)
+                    table.vacuum(retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False, full=True)
             report.tables[name]["files_vacuumed"] = len(present)
     report.seconds = time.perf_counter() - started
     return report
