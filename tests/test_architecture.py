@@ -42,7 +42,6 @@ MAX_LINES = 400
 OVERSIZE_ALLOWED = {
     "query/profiles.py": "issue 22's fetch-method registry moves the method tables out",
     "smdebug/compat.py": "issue 20 splits the compatible classes",
-    "store/store.py": "issue 18 moves liveness out of the Store",
 }
 
 
