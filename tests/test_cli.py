@@ -30,9 +30,38 @@ def legacy_store(runner, store_path) -> str:
     return str(store_path)
 
 
+def test_lazy_command_map_is_complete():
+    """proflake.cli.COMMANDS names every command's module: each module imported, the registered commands
+    are exactly the map's, and each comes from the module the map names."""
+    import importlib
+    import pkgutil
+
+    import proflake.cli
+    from proflake.cli import COMMANDS
+
+    for module in pkgutil.iter_modules(proflake.cli.__path__):
+        if module.name != "__main__":  # (it runs the CLI)
+            importlib.import_module(f"proflake.cli.{module.name}")
+    assert set(cli.commands) == set(COMMANDS)
+    for name, command in cli.commands.items():
+        assert command.callback.__module__ == f"proflake.cli.{COMMANDS[name]}", name
+
+
+def test_a_command_imports_only_its_own_module():
+    code = (
+        "import sys; from proflake.cli import cli; "
+        "cli.main(['jobs', '--help'], standalone_mode=False); "
+        "print(sorted(m for m in sys.modules if m.startswith('proflake.cli.') and m != 'proflake.cli.common'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "['proflake.cli.inspect']"
+
+
 def test_every_command_has_help(runner):
     def walk(group: click.Group, prefix: list[str]):
-        for name, command in group.commands.items():
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
             yield prefix + [name], command
             if isinstance(command, click.Group):
                 yield from walk(command, prefix + [name])

@@ -7,8 +7,9 @@ next command, are what it prints on stdout. In an expected line, ``...`` matches
 spaces matches any run of spaces; a line that is only ``...`` matches any number of lines. stderr is
 not compared. Commands run in order, in one working folder per page, as on a terminal 100 characters
 wide (``NO_COLOR``), where ``./bin/demo`` has run (``./proflake-store`` holds the demo's job,
-``proflake-sample-job``) and ``tests/data/`` is the repository's. Other fenced blocks (``sh``, ``sql``,
-``python``, ...) are not run here.
+``proflake-sample-job``) and ``tests/data/`` is the repository's. In README.md the ``python`` blocks run
+too, each as a script in that folder. Other fenced blocks (``sh``, ``sql``, ...) are not run here; in
+README.md each such block says why in a line that holds "not run", and no example is an indented block.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from click.testing import CliRunner
 from proflake.cli import cli, common
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 WIDTH = 100
 
 
@@ -54,6 +56,23 @@ def examples(page: Path) -> list[tuple[int, str, list[str]]]:
         elif found:
             found[-1][2].append(line)
     return found
+
+
+def fenced_blocks(page: Path) -> list[tuple[int, str, str]]:
+    """(line number of the opening fence, info string, text) of every fenced block on ``page``."""
+    blocks: list[tuple[int, str, str]] = []
+    opened: tuple[int, str] | None = None
+    body: list[str] = []
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            if opened is None:
+                opened, body = (number, line[3:].strip()), []
+            else:
+                blocks.append((*opened, "\n".join(body)))
+                opened = None
+        elif opened is not None:
+            body.append(line)
+    return blocks
 
 
 def _unfinished(command: str) -> bool:
@@ -129,3 +148,27 @@ def test_every_example_prints_what_the_page_shows(page, workdir, monkeypatch):
             f"{page.name}:{number}: {command}\n--- the page shows:\n" + "\n".join(expected)
             + "\n--- it prints:\n" + "\n".join(actual)
         )
+
+
+def test_every_readme_block_runs_or_says_why_not():
+    """README.md's examples are console blocks (run above) and python blocks (run below); any other
+    fenced block says in a "not run" line why the tests cannot run it, and none is an indented block."""
+    for number, info, text in fenced_blocks(README):
+        if info not in ("console", "python"):
+            assert "not run" in text, f"README.md:{number}: a {info or 'plain'} block that does not say why it is not run"
+    lines = README.read_text(encoding="utf-8").splitlines()
+    inside = False
+    for number, (before, line) in enumerate(zip([""] + lines, lines), 1):
+        inside = inside != line.startswith("```")
+        assert inside or not (line.startswith("    ") and not before.strip()), (
+            f"README.md:{number}: an indented code block; fence it as console (run) or say why it is not run"
+        )
+
+
+def test_the_readme_python_examples_run(workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    monkeypatch.delenv("PROFLAKE_STORE", raising=False)
+    blocks = [(number, text) for number, info, text in fenced_blocks(README) if info == "python"]
+    assert len(blocks) >= 2
+    for number, text in blocks:
+        exec(compile(text, f"README.md:{number}", "exec"), {"__name__": "__readme__"})

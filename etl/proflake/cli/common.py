@@ -202,7 +202,24 @@ def scope_options(f: Callable, *, with_node: bool = True) -> Callable:
 
 
 class ProflakeGroup(click.Group):
-    """Turns proflake's errors into one line on stderr and a documented exit code, for every command."""
+    """Turns proflake's errors into one line on stderr and a documented exit code, for every command.
+
+    ``lazy_commands`` (command -> module of proflake.cli) names commands whose module is imported only
+    when the command is asked for (proflake.cli.COMMANDS)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands: dict[str, str] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy_commands:
+            import importlib
+
+            importlib.import_module(f"proflake.cli.{self.lazy_commands[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

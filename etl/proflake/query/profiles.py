@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import pstats
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, TypeVar
 
 import duckdb
@@ -23,12 +24,15 @@ import pyarrow as pa
 from proflake import sql as queries
 from proflake.errors import StaleSnapshotError, StoreError, UnknownNameError, UsageError
 from proflake.modes import PythonProfileModes, StepPhase, mode_label, phase_label
+from proflake.query import arrowfn
 from proflake.query.bounded import Bounds
 from proflake.query.names import PROFILERS, SORT_KEYS
 from proflake.query.registry import FETCH_METHOD_NAMES, FetchMethod, fetch_method
+from proflake.schema import ALL_TABLES
 from proflake.store import rollups
 from proflake.store.faults import MISSING, STALE, is_vacuumed
-from proflake.store.store import FileSpans, Store
+from proflake.store.snapshot import FileSpans, Snapshot, tables_named
+from proflake.store.store import Store
 from proflake.times import TimeLike, epoch_seconds
 
 FETCH_METHODS = FETCH_METHOD_NAMES  # the registry's names (proflake.query.registry)
@@ -194,13 +198,7 @@ def _rows(table: pa.Table, *columns: str) -> Iterator[tuple]:
 
 
 def _filter_group(table: pa.Table, columns: Sequence[str], values: tuple) -> pa.Table:
-    import pyarrow.compute as pc
-
-    mask = None
-    for column, value in zip(columns, values):
-        condition = pc.equal(table[column], pa.scalar(value, table.schema.field(column).type))
-        mask = condition if mask is None else pc.and_(mask, condition)
-    return table.filter(mask) if mask is not None else table
+    return arrowfn.equal_all(table, columns, values)
 
 
 class Profiles:
@@ -222,6 +220,7 @@ class Profiles:
         self.store = store if isinstance(store, Store) else Store(store)
         self.source_prefix = source_prefix
         self.bounds = Bounds(timeout, memory_limit, interruptible=interruptible)
+        self._snapshot: Snapshot | None = None
         self._con: duckdb.DuckDBPyConnection | None = None
         self._files: dict[str, FileSpans] = {}
         # A second cursor on the same database and the thread that uses it: a fetch that will need the
@@ -232,12 +231,23 @@ class Profiles:
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
-        if self._con is None:
-            con, self._files = self.store.connect_with_files()
-            queries.install_macros(con)
-            self.bounds.configure(con)
-            self._con = con
-        return self._con
+        """The fetch connection, every table of the store open (for SQL of the caller's own)."""
+        return self._connection(ALL_TABLES)
+
+    def _connection(self, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
+        """The fetch connection with at least intervals and ``tables`` open. Each other table opens when a
+        query first names it, at the version it had when the connection was made (a Snapshot): a command
+        pays for the tables it reads, ~10 ms each, and still sees one version of each."""
+        if self._snapshot is None:
+            snapshot = Snapshot(self.store)
+            queries.install_macros(snapshot.con)
+            self.bounds.configure(snapshot.con)
+            self._snapshot, self._con, self._files = snapshot, snapshot.con, snapshot.files
+        return self._snapshot.open(tables)
+
+    def _connection_for(self, *names: str) -> duckdb.DuckDBPyConnection:
+        """The fetch connection with the tables that queries/<name>.sql of each name read open."""
+        return self._connection(frozenset().union(*map(_tables_of, names)))
 
     def refresh(self) -> None:
         """Forget the cached view of the store, so the next question sees what was ingested since."""
@@ -248,7 +258,7 @@ class Profiles:
             self._side = None
         if self._con is not None:
             self._con.close()
-        self._con = None
+        self._snapshot, self._con, self._files = None, None, {}
         self._memo.clear()
 
     def _memoised(self, key: tuple, compute: Any) -> Any:
@@ -281,7 +291,7 @@ class Profiles:
         """Run queries/<name>.sql on the fetch connection, within the time limit and interruptible (the
         one place a question reaches the engine; proflake.spark answers the same questions on Spark by
         overriding it)."""
-        con = self.connection()
+        con = self._connection_for(name)
         return self.bounds.run(con, lambda: queries.run_named(con, name, params))
 
     def ingest(self, source: str, **kwargs: Any):  # -> IngestReport
@@ -343,7 +353,7 @@ class Profiles:
     def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
         """The intervals a selection query picks (it returns their rowids), in the query's order."""
         rows = self._run(query, params)["interval_row"]
-        return self._intervals().take(rows)
+        return arrowfn.take(self._intervals(), rows)
 
     def intervals_table(self) -> pa.Table:
         """Every interval of the current view of the store (the ``intervals`` view, all sources), as Arrow."""
@@ -357,7 +367,7 @@ class Profiles:
         return self._memoised(
             ("intervals",),
             lambda: self.bounds.run(
-                self.connection(), lambda: self.connection().sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
+                self._connection(), lambda: self._connection().sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
             ),
         )
 
@@ -461,9 +471,7 @@ class Profiles:
             raise UsageError(f"--top must be a positive number of rows, not {top}")
         scope = self.scope(job=job, all_jobs=all_jobs, node=node, profiler=profiler)
         params = {**scope.params(), **_method_params(spec, arguments)}
-        intervals = self._select(method, params).sort_by(
-            [("start_time_us", "ascending"), ("node_id", "ascending"), ("source_uri", "ascending")]
-        )
+        intervals = arrowfn.sort_by(self._select(method, params), ("start_time_us", "node_id", "source_uri"))
         group_by = (("node_id",) if per_node else ()) + spec.group_by
         rollup_params = {
             **params,
@@ -475,9 +483,11 @@ class Profiles:
             "top": top,
         }
         cprofile = scope.profiler == "cprofile"
+        # Settled (its tables opened) before the edges' aggregation starts on the other cursor.
+        query = self._rollup_query(intervals, "rollup_cprofile" if cprofile else "rollup_pyinstrument", rollup_params)
         edges = self._rollup_aside(intervals, "rollup_callers", rollup_params) if callers and cprofile else None
         try:
-            table = self._rollup(intervals, "rollup_cprofile" if cprofile else "rollup_pyinstrument", rollup_params)
+            table = self._run(*query)
         except BaseException:
             if edges is not None:  # never left running: stopped (time limit, Ctrl-C) or failed, stop it too
                 if self._side is not None:
@@ -508,15 +518,17 @@ class Profiles:
             return None
         name, values = self._rollup_query(selection, rollup, params)
         if self._side is None:
-            self._side = (self.connection().cursor(), ThreadPoolExecutor(1, thread_name_prefix="proflake-rollup"))
+            self._side = (self._connection().cursor(), ThreadPoolExecutor(1, thread_name_prefix="proflake-rollup"))
         cursor, thread = self._side
         return thread.submit(queries.run_named, cursor, name, values)
 
     def _rollup_query(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The query that answers a roll-up over the selected intervals, and its parameters."""
-        self.connection()
+        """The query that answers a roll-up over the selected intervals, and its parameters (the tables
+        it reads opened)."""
         if rollup in _PHASE_ROLLUPS and self._phase_rollups_answer(params):
+            self._connection_for(_PHASE_ROLLUPS[rollup])
             return _PHASE_ROLLUPS[rollup], params
+        self._connection_for(rollup)
         return rollup, rollup_parameters(selection, params, self._files)
 
     def _phase_rollups_answer(self, params: dict[str, Any]) -> bool:
@@ -529,7 +541,7 @@ class Profiles:
         return wanted <= fresh
 
     def _phase_rollup_state(self) -> tuple[set[str], set[str]]:
-        con = self.connection()
+        con = self._connection_for("phase_fingerprints", "phase_built_from")
         return rollups.fresh_jobs(con), set(rollups.live_fingerprints(con))
 
     def by_time(self, start_time_s: TimeLike, end_time_s: TimeLike, **scope: Any) -> FetchResult:
@@ -593,7 +605,8 @@ class Profiles:
 
     def aggregate(self, query: str, selected: pa.Table, params: dict[str, Any]) -> pa.Table:
         """Run queries/<query>.sql over selected intervals, with the roll-up parameters (rollup_parameters)."""
-        return queries.run_named(self.connection(), query, rollup_parameters(selected, params, self._files))
+        con = self._connection_for(query)
+        return queries.run_named(con, query, rollup_parameters(selected, params, self._files))
 
     def diff(self, base: Any, head: Any, **options: Any):  # -> proflake.query.diff.DiffResult
         """What changed from ``base`` to ``head``, per function, tested against the step-to-step noise.
@@ -633,7 +646,7 @@ class Profiles:
         so both see the same version of the store."""
         from proflake.query import readonly
 
-        base = self.connection()
+        base = self._connection()
         cached = getattr(self, "_sql_con", None)
         if cached is not None and cached[0] is base:
             return cached[1]
@@ -642,6 +655,12 @@ class Profiles:
         con = readonly.connect(self.store, self.bounds)
         self._sql_con = (base, con)
         return con
+
+
+@cache
+def _tables_of(query: str) -> frozenset[str]:
+    """The store's tables queries/<query>.sql reads."""
+    return tables_named(queries.query_text(query))
 
 
 def _profiler(profiler: str | None) -> str | None:
@@ -716,12 +735,9 @@ def rollup_parameters(selection: pa.Table, params: dict[str, Any], files: Mappin
     inside the selection's time span and belong to one of its nodes (why ids as a list parameter:
     docs/internals.md, "Roll-ups take the selection's ids").
     """
-    import pyarrow.compute as pc
-
     starts = selection["start_time_us"]
-    low = pc.min(starts).as_py() if len(starts) else 0.0
-    high = pc.max(starts).as_py() if len(starts) else -1.0
-    nodes = pc.unique(selection["node_id"]).to_pylist()
+    low, high = arrowfn.min_max(starts) if len(starts) else (0.0, -1.0)
+    nodes = arrowfn.unique(selection["node_id"])
     span: dict[str, Any] = {
         "interval_ids": selection["interval_id"].to_pylist(),
         "min_start_time_us": low,

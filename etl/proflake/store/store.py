@@ -14,22 +14,20 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from proflake.errors import ProflakeError, StoreError
-from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_schema, empty_select, table_spec
+from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
 from proflake.store.location import default_store_location, missing_store_hint
+from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_view, raw_view, sql_string
 
-FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
+__all__ = ["FACT_TABLES", "FileSpans", "Store", "files_in_view", "raw_view", "sql_string"]
 _FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
 
 # zstd keeps the store small; row groups of ~128k rows let node/time filters skip most of a file.
@@ -90,43 +88,6 @@ def _fill_disk(path: str) -> None:
 
 
 crash_points = _CrashPoints()
-
-
-def sql_string(value: str) -> str:
-    """A SQL string literal; for values proflake itself produced (ids, paths from a listing)."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-@dataclass(frozen=True)
-class FileSpans:
-    """The Parquet files of one fact table with the start_time_us range each holds and the one node it
-    holds (from the Delta log's file statistics), so a question about a few intervals opens only the
-    files that can hold them."""
-
-    uris: list[str]
-    min_start_time_us: np.ndarray  # NaN where the log has no statistics: such a file always qualifies
-    max_start_time_us: np.ndarray
-    # The node_id of a file whose statistics name one node (min == max), else None. Ingest writes no
-    # file that mixes nodes, so the files of other nodes are skipped without opening them.
-    single_node: list[str | None] = field(default_factory=list)
-
-    def overlapping(self, low: float, high: float, nodes: Collection[str] | None = None) -> list[str]:
-        """The files that can hold rows starting in [low, high] of one of ``nodes`` (None: any node)."""
-        keep = (~((self.max_start_time_us < low) | (self.min_start_time_us > high))).tolist()
-        if nodes is not None and self.single_node:
-            # A statistic may be a truncated prefix of the value: a node that starts with it may be there.
-            keep = [k and (one is None or any(n.startswith(one) for n in nodes)) for k, one in zip(keep, self.single_node)]
-        return [uri for uri, k in zip(self.uris, keep) if k]
-
-
-def files_in_view(name: str) -> str:
-    """The table macro that reads some of a fact table's files: ``FROM _function_stats_in($files)``."""
-    return f"_{name}_in"
-
-
-def raw_view(name: str) -> str:
-    """The view over every live row of a fact table, committed or not (for joins that select intervals)."""
-    return f"_{name}_all"
 
 
 class Store:
@@ -206,9 +167,10 @@ class Store:
             except (DeltaError, OSError) as e:
                 raise self.explain(e, f"table {name!r} of the store at {self.location!r}") from e
 
-    def delta(self, name: str) -> DeltaTable:
+    def delta(self, name: str, version: int | None = None) -> DeltaTable:
+        """The Delta table ``name``, at ``version`` (None: the newest)."""
         try:
-            return DeltaTable(self.table_uri(name), storage_options=self.storage_options)
+            return DeltaTable(self.table_uri(name), version=version, storage_options=self.storage_options)
         except TableNotFoundError as e:
             raise StoreError(
                 f"table {name!r} is missing from the store at {self.location!r}; run 'proflake check --store "
@@ -329,70 +291,8 @@ class Store:
     ) -> tuple[duckdb.DuckDBPyConnection, dict[str, FileSpans]]:
         """``connect()``, plus each fact table's files and their time spans, for the table macros
         ``_<table>_in(files)`` (every row of just those files) that fetches read through."""
-        self.require()
-        wanted = [n for n in ALL_TABLES if tables is None or n in tables or n == "intervals"]
-        con = connection or duckdb.connect()
-        # Fetches run several queries over the same files: keep their Parquet footers in memory.
-        con.execute("SET parquet_metadata_cache = true")
-        # Long queries (roll-up rebuilds) would otherwise draw a progress bar over the CLI's output.
-        con.execute("SET enable_progress_bar = false")
-        spans: dict[str, FileSpans] = {}
-        for name in wanted:
-            target = raw_view(name) if name in FACT_TABLES else name
-            files, table = self._create_view(con, target, name)
-            if name in FACT_TABLES:
-                spans[name] = _file_spans(table, files)
-                if spans[name].uris:
-                    con.execute(
-                        f"CREATE OR REPLACE MACRO {files_in_view(name)}(files) AS TABLE "
-                        "SELECT * FROM read_parquet(files)"
-                    )
-                else:  # S3 (a registered dataset: DuckDB cannot read s3:// offline) or no files yet
-                    con.execute(
-                        f"CREATE OR REPLACE MACRO {files_in_view(name)}(files) AS TABLE SELECT * FROM {target}"
-                    )
-        # intervals is small (one row per stats file) and every question starts from it: hold it in
-        # memory rather than decode its Parquet on each query. The connection is a snapshot anyway.
-        if snapshot_intervals:
-            con.execute("ALTER VIEW intervals RENAME TO _intervals_files")
-            con.execute("CREATE TEMP TABLE intervals AS SELECT * FROM _intervals_files")
-        for name in (n for n in FACT_TABLES if n in wanted):
-            con.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {raw_view(name)} "
-                "WHERE interval_id IN (SELECT interval_id FROM intervals)"
-            )
-        con.execute(
-            "CREATE OR REPLACE VIEW manifest AS SELECT source_uri, source_size, source_version, html_uri, "
-            "interval_id, batch_id, ingested_at FROM intervals"
-        )
-        return con, spans
-
-    def _create_view(
-        self, con: duckdb.DuckDBPyConnection, view: str, table: str
-    ) -> tuple[list[str], DeltaTable | None]:
-        """Create ``view`` over ``table``; return its local Parquet files ([] for S3) and the table."""
-        try:
-            delta = self.delta(table)
-        except StoreError:
-            if table not in DERIVED_TABLES:
-                raise
-            # A store written before this derived table existed: empty until the next ingest builds it.
-            delta = None
-        if delta is not None and self.is_remote:
-            # DuckDB's httpfs extension cannot be installed offline; pyarrow reads S3 and DuckDB pushes
-            # filters and projections into the registered dataset.
-            con.register(f"_{view}_dataset", delta.to_pyarrow_dataset())
-            con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_dataset")
-            return [], delta
-        files = delta.file_uris() if delta is not None else []
-        if files:
-            # Paths come from the Delta log, not from the user; quoting keeps odd folder names valid SQL.
-            file_list = ", ".join(sql_string(f) for f in files)
-            con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_parquet([{file_list}])")
-        else:
-            # A typed SELECT of no rows: an empty Arrow table would make pyarrow import pandas.
-            con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {empty_select(table)}")
-        return files, delta
+        snapshot = Snapshot(self, connection, tables=ALL_TABLES if tables is None else tables, snapshot_intervals=snapshot_intervals)
+        return snapshot.con, snapshot.files
 
     def interval_keys(self) -> dict[tuple, str]:
         """(job_id, profiler, node_id, start_time_us, end_time_us, start_mode, end_mode) -> source_uri of
@@ -444,29 +344,6 @@ class Store:
         if self._scratch is None:
             self._scratch = duckdb.connect()
         return self._scratch.cursor()
-
-
-def _file_spans(table: DeltaTable | None, files: list[str]) -> FileSpans:
-    if table is None or not files:
-        return FileSpans([], np.array([]), np.array([]))
-    # (pa.table() would import pandas to rule out a DataFrame: a third of a second per process)
-    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
-
-    def statistic(name: str) -> list:
-        return actions[name].to_pylist() if name in actions.column_names else [None] * actions.num_rows
-
-    lows, highs = statistic("min.start_time_us"), statistic("max.start_time_us")
-    nodes = [low if low is not None and low == high else None for low, high in zip(statistic("min.node_id"), statistic("max.node_id"))]
-    # The log names files relative to the table and URL-quoted; file_uris() gives them whole.
-    by_name = {unquote(path).rsplit("/", 1)[-1]: bounds for path, *bounds in zip(actions["path"].to_pylist(), lows, highs, nodes)}
-    stats = [by_name.get(uri.rsplit("/", 1)[-1], (None, None, None)) for uri in files]
-    nan = float("nan")
-    return FileSpans(
-        files,
-        np.array([nan if low is None else low for low, _, _ in stats], dtype=np.float64),
-        np.array([nan if high is None else high for _, high, _ in stats], dtype=np.float64),
-        [node for _, _, node in stats],
-    )
 
 
 def _first_line(error: BaseException) -> str:

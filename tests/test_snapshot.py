@@ -1,0 +1,106 @@
+"""A reader's snapshot of the store (etl/proflake/store/snapshot.py): tables opened when a query first
+names them, at the version each had when the snapshot was taken; small logs read without deltalake."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import numpy as np
+import pytest
+from deltalake import DeltaTable
+from helpers.profiles import LEGACY, JobBuilder
+from proflake.operations import ingest
+from proflake.query.profiles import Profiles
+from proflake.schema import ALL_TABLES
+from proflake.store.compact import compact
+from proflake.store.snapshot import FACT_TABLES, Snapshot, _file_spans, log_files, newest_version, tables_named
+from proflake.store.store import Store
+
+
+def _job(base, name: str):
+    job = JobBuilder(base / name)
+    job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
+    job.cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
+    job.pyinstrument("algo-1", "train-0-stepstart-2000_train-0-stepend-3000")
+    return base / name
+
+
+@pytest.fixture
+def busy_store(tmp_path, store_path) -> Store:
+    """A store whose logs hold appends, replacements and a compaction's rewrites (adds and removes)."""
+    store = Store(store_path)
+    ingest(str(LEGACY), store)
+    source = _job(tmp_path, "job-b")
+    ingest(str(source), store)
+    ingest(str(source), store, full_refresh=True)
+    compact(store, retention_hours=0)
+    return store
+
+
+def test_a_small_log_read_directly_lists_what_deltalake_lists(busy_store):
+    for name in ALL_TABLES:
+        root = busy_store.table_uri(name)
+        version = newest_version(root)
+        table = DeltaTable(root, version=version)
+        adds = log_files(root, version)
+        assert adds is not None, name
+        files = [f"{root}/{unquote(a['path'])}" for a in adds]
+        assert files == table.file_uris(), name  # the same files, in the same order
+        if name in FACT_TABLES:
+            direct, by_deltalake = _file_spans(adds, files), _file_spans(table, files)
+            np.testing.assert_array_equal(direct.min_start_time_us, by_deltalake.min_start_time_us)
+            np.testing.assert_array_equal(direct.max_start_time_us, by_deltalake.max_start_time_us)
+            assert direct.single_node == by_deltalake.single_node
+
+
+def test_logs_beyond_the_plain_protocol_are_left_to_deltalake(busy_store, monkeypatch):
+    root = busy_store.table_uri("intervals")
+    version = newest_version(root)
+    monkeypatch.setattr("proflake.store.snapshot.MAX_LOG_COMMITS", version)
+    assert log_files(root, version) is None  # too many commits
+    monkeypatch.undo()
+    with open(f"{root}/_delta_log/_last_checkpoint", "w") as f:
+        f.write("{}")
+    assert log_files(root, version) is None  # a checkpoint
+
+
+def test_tables_named_in_sql():
+    assert tables_named("SELECT * FROM _function_stats_in($function_stats_files) -- batches") == {"function_stats", "intervals"}
+    assert tables_named("FROM phase_function_stats JOIN manifest USING (interval_id)") == {"phase_function_stats", "intervals"}
+
+
+def test_a_command_opens_only_the_tables_its_queries_read(busy_store):
+    profiles = Profiles(busy_store)
+    profiles.jobs()
+    assert profiles._snapshot.opened == {"intervals"}
+    profiles.by_step(0, job="job-b")
+    assert profiles._snapshot.opened == {"intervals", "function_stats"}
+    assert {"intervals", "batches", "function_callers"} <= {r["name"] for r in profiles.sql_schema().to_pylist()}
+
+
+def test_tables_opened_later_are_read_at_the_snapshot_s_version(tmp_path, busy_store):
+    profiles = Profiles(busy_store)
+    before = profiles.by_step(0, job="job-b").table.to_pylist()
+    versions = dict(profiles._snapshot.versions)
+    ingest(str(_job(tmp_path, "job-c")), busy_store)  # new commits in every table
+    # function_callers opens now, after the ingest: at the version it had when the snapshot was taken.
+    edges = profiles.by_step(0, job="job-b").callers()
+    assert profiles._snapshot.versions == versions
+    root = busy_store.table_uri("function_callers")
+    assert profiles._files["function_callers"].uris == DeltaTable(root, version=versions["function_callers"]).file_uris()
+    assert newest_version(root) > versions["function_callers"]
+    assert edges.num_rows > 0
+    assert "job-c" not in profiles.job_ids()
+    profiles.refresh()
+    assert "job-c" in profiles.job_ids()
+    assert profiles.by_step(0, job="job-b").table.to_pylist() == before
+
+
+def test_a_snapshot_s_version_gone_from_the_log_is_a_stale_snapshot(busy_store):
+    snapshot = Snapshot(busy_store)
+    snapshot.versions["function_stats"] = 10_000  # a version the log does not hold (any more)
+    with pytest.raises(Exception) as caught:
+        snapshot.open(["function_stats"])
+    from proflake.store.faults import is_vacuumed
+
+    assert is_vacuumed(caught.value)
