@@ -39,13 +39,11 @@ from proflake.ingestion.allocator import (
     _on_system_allocator,
 )
 from proflake.ingestion.bookkeeping import (
-    delete_dead_batches,
-    delete_orphan_facts,
+    clean_up,
     missing_tables,
     new_batch_id,
     record_event,
     unfinished_batches,
-    update_quarantine,
 )
 from proflake.ingestion.bookkeeping import repair as repair_store
 from proflake.ingestion.commit import (
@@ -76,8 +74,7 @@ from proflake.sources.settings import S3Config
 from proflake.store.deltawrite import parquet_options
 from proflake.store.lock import StoreLock
 from proflake.store.memory import release_memory
-from proflake.store.rollups import refresh_phase_rollups
-from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store, sql_string
+from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store
 from proflake.workers.executor import executor_for, make_executor
 from proflake.workers.pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, Task
 
@@ -382,23 +379,10 @@ class Batch:
 
     def clean_up(self, ingested: set[str]) -> None:
         """Step 6: remove the rows no view shows any more, update the quarantine (releasing the files in
-        ``ingested``) and the phase roll-ups."""
-        st, report = self.store, self.report
-        if self.intervals is not None:
-            if self.full_refresh and self.covers_store:
-                for name in FACT_TABLES:
-                    st.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
-            elif self.full_refresh:
-                delete_orphan_facts(st)  # the earlier generations' facts, and nothing live
-            elif self.replaced:
-                st.delete_rows_of("interval_id", sorted(self.replaced.values()))
-            if not (self.full_refresh and self.covers_store):
-                live = {row[0] for row in st.rows("intervals", ["batch_id"])}
-                for dead in delete_dead_batches(st, live):
-                    self.say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
-        if report.failed or not self.empty:
-            update_quarantine(st, report, ingested, self.now)
-        refresh_phase_rollups(st, report.batch_id, log=self.say, partials=self.partials)
+        ``ingested``) and the phase roll-ups (proflake.ingestion.bookkeeping.clean_up)."""
+        clean_up(self.store, self.report, ingested, self.now, committed=self.intervals is not None,
+                 full_refresh=self.full_refresh, covers_store=self.covers_store, replaced=self.replaced,
+                 empty=self.empty, partials=self.partials, say=self.say)
 
     def record_failure(self, error: BaseException, lock: StoreLock) -> None:
         """'failed' or 'interrupted' in ``batches`` (proflake.ingestion.failures.record_stop)."""

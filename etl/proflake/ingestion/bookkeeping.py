@@ -7,6 +7,7 @@ import os
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -16,7 +17,8 @@ from proflake.ingestion.commit import clear_spool
 from proflake.ingestion.report import IngestReport
 from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
-from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view
+from proflake.store.rollups import refresh_phase_rollups
+from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
 
 FINISHED_EVENTS = ("committed", "abandoned", "repaired")
 
@@ -186,3 +188,27 @@ def has_table(store: Store, name: str) -> bool:
         return True
     except StoreError:
         return False
+
+
+def clean_up(
+    store: Store, report: IngestReport, ingested: set[str], now: datetime, *, committed: bool, full_refresh: bool,
+    covers_store: bool, replaced: dict[str, str], empty: bool, partials: Any, say: Callable[[str], None],
+) -> None:
+    """A batch's step 6 (proflake.ingestion.batch.Batch.clean_up): delete the rows no view shows any more
+    (``committed``: the batch wrote intervals), update the quarantine (releasing the files in
+    ``ingested``) and the phase roll-ups."""
+    if committed:
+        if full_refresh and covers_store:
+            for name in FACT_TABLES:
+                store.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
+        elif full_refresh:
+            delete_orphan_facts(store)  # the earlier generations' facts, and nothing live
+        elif replaced:
+            store.delete_rows_of("interval_id", sorted(replaced.values()))
+        if not (full_refresh and covers_store):
+            live = {row[0] for row in store.rows("intervals", ["batch_id"])}
+            for dead in delete_dead_batches(store, live):
+                say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
+    if report.failed or not empty:
+        update_quarantine(store, report, ingested, now)
+    refresh_phase_rollups(store, report.batch_id, log=say, partials=partials)
