@@ -23,12 +23,14 @@ if TYPE_CHECKING:
 @cli.command()
 @store_option
 @click.option("--kind", metavar="KIND", help="Only errors of this kind (cprofile, layout, crash, ...).")
+@click.option("--all", "include_closed", is_flag=True, help="Also the closed entries: files a later run no longer found under their source.")
 @output_options
-def errors(store: Store, kind: str | None, fmt: str, output: str | None) -> None:
-    """List the quarantine: stats files that could not be ingested, and why (retried every run)."""
+def errors(store: Store, kind: str | None, include_closed: bool, fmt: str, output: str | None) -> None:
+    """List the quarantine: stats files that could not be ingested, and why (retried every run; an entry
+    closes when a run over its source no longer finds the file)."""
     from proflake.query.profiles import Profiles
 
-    emit(Profiles(store).errors(kind), fmt, output, kind="errors")
+    emit(Profiles(store).errors(kind, include_closed=include_closed), fmt, output, kind="errors")
 
 
 @cli.command()

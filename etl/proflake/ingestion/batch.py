@@ -382,7 +382,8 @@ class Batch:
         ``ingested``) and the phase roll-ups (proflake.ingestion.bookkeeping.clean_up)."""
         clean_up(self.store, self.report, ingested, self.now, committed=self.intervals is not None,
                  full_refresh=self.full_refresh, covers_store=self.covers_store, replaced=self.replaced,
-                 empty=self.empty, partials=self.partials, say=self.say)
+                 empty=self.empty, partials=self.partials, say=self.say,
+                 prefix="" if self.whole_store else source_prefix(self.src))
 
     def record_failure(self, error: BaseException, lock: StoreLock) -> None:
         """'failed' or 'interrupted' in ``batches`` (proflake.ingestion.failures.record_stop)."""

@@ -28,10 +28,14 @@ def new_batch_id(now: datetime) -> str:
 
 
 
-def update_quarantine(store: Store, report: IngestReport, ingested: set[str], now: datetime) -> None:
-    """Add this run's failures, count repeats, and release files that ingested (or are already in)."""
+def update_quarantine(store: Store, report: IngestReport, ingested: set[str], now: datetime, prefix: str | None = None) -> None:
+    """Add this run's failures, count repeats, release files that ingested (or are already in), and
+    close the open entries under ``prefix`` (the source this run listed) whose file was not seen again:
+    every quarantined file still there is retried, so one that neither failed nor ingested is gone."""
     columns = arrow_schema("ingest_errors").names
-    current = [dict(zip(columns, row)) for row in store.rows("ingest_errors", columns)]
+    stored = set(store.delta("ingest_errors").schema().to_arrow().names)  # older stores lack closed_at
+    read = [c for c in columns if c in stored]
+    current = [{**dict.fromkeys(columns), **dict(zip(read, row))} for row in store.rows("ingest_errors", read)]
     if not current and not report.failed:
         return
     live = set(store.ingested_versions())
@@ -43,10 +47,13 @@ def update_quarantine(store: Store, report: IngestReport, ingested: set[str], no
             continue
         if uri in failed:
             f = failed.pop(uri)
+            row = dict(row)  # a copy: ``current`` must keep the stored values for the comparison below
             row.update(
                 source_size=f.size, source_version=f.version, error_kind=f.kind, message=f.message,
-                last_seen=now, attempts=row["attempts"] + 1, batch_id=report.batch_id,
+                last_seen=now, attempts=row["attempts"] + 1, batch_id=report.batch_id, closed_at=None,
             )
+        elif prefix is not None and row["closed_at"] is None and uri.startswith(prefix):
+            row = {**row, "closed_at": now}
         rows.append(row)
     for f in failed.values():
         rows.append(
@@ -55,7 +62,7 @@ def update_quarantine(store: Store, report: IngestReport, ingested: set[str], no
                 "message": f.message, "first_seen": now, "last_seen": now, "attempts": 1, "batch_id": report.batch_id,
             }
         )
-    if rows != current:
+    if rows != current or read != columns:
         store.replace_table("ingest_errors", arrow_rows("ingest_errors", rows), report.batch_id)
 
 
@@ -193,10 +200,11 @@ def has_table(store: Store, name: str) -> bool:
 def clean_up(
     store: Store, report: IngestReport, ingested: set[str], now: datetime, *, committed: bool, full_refresh: bool,
     covers_store: bool, replaced: dict[str, str], empty: bool, partials: Any, say: Callable[[str], None],
+    prefix: str | None = None,
 ) -> None:
     """A batch's step 6 (proflake.ingestion.batch.Batch.clean_up): delete the rows no view shows any more
     (``committed``: the batch wrote intervals), update the quarantine (releasing the files in
-    ``ingested``) and the phase roll-ups."""
+    ``ingested``, closing the entries under ``prefix`` whose file is gone) and the phase roll-ups."""
     if committed:
         if full_refresh and covers_store:
             for name in FACT_TABLES:
@@ -210,5 +218,5 @@ def clean_up(
             for dead in delete_dead_batches(store, live):
                 say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
     if report.failed or not empty:
-        update_quarantine(store, report, ingested, now)
+        update_quarantine(store, report, ingested, now, prefix)
     refresh_phase_rollups(store, report.batch_id, log=say, partials=partials)

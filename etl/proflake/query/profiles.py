@@ -320,9 +320,10 @@ class Profiles:
         status = ["stopped" if s == "running" and not (held and i == newest_running) else s for i, s in enumerate(status)]
         return table.set_column(table.schema.get_field_index("status"), "status", pa.array(status, pa.string()))
 
-    def errors(self, kind: str | None = None) -> pa.Table:
-        """The quarantine, newest failure first (queries/list_errors.sql)."""
-        return self._fresh(lambda: self._run("list_errors", {"error_kind": kind}))
+    def errors(self, kind: str | None = None, *, include_closed: bool = False) -> pa.Table:
+        """The quarantine's open entries, newest failure first (queries/list_errors.sql); with
+        ``include_closed`` also the closed ones (files a later run no longer found under their source)."""
+        return self._fresh(lambda: self._run("list_errors", {"error_kind": kind, "include_closed": include_closed}))
 
     def job_ids(self) -> list[str]:
         return list(self._memoised(("job_ids", self.source_prefix), lambda: self.jobs()["job_id"].to_pylist()))

@@ -25,7 +25,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from proflake.errors import StaleSnapshotError, StoreError
-from proflake.schema import ALL_TABLES, DERIVED_TABLES, empty_select
+from proflake.schema import ALL_TABLES, BOOKKEEPING_TABLES, DERIVED_TABLES, empty_select, missing_columns_select
 
 if TYPE_CHECKING:
     from proflake.store.store import Store
@@ -235,6 +235,7 @@ class Snapshot:
             # filters and projections into the registered dataset.
             con.register(f"_{view}_dataset", delta.to_pyarrow_dataset())
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM _{view}_dataset")
+            self._declare_missing_columns(view, table)
             return [], delta
         files = delta.file_uris() if delta is not None else []
         self._view_over(view, table, files)
@@ -246,9 +247,21 @@ class Snapshot:
             # Paths come from the Delta log, not from the user; quoting keeps odd folder names valid SQL.
             file_list = ", ".join(sql_string(f) for f in files)
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM read_parquet([{file_list}])")
+            self._declare_missing_columns(view, table)
         else:
             # A typed SELECT of no rows: an empty Arrow table would make pyarrow import pandas.
             con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {empty_select(table)}")
+
+
+    def _declare_missing_columns(self, view: str, table: str) -> None:
+        """A bookkeeping table written before a column was declared reads that column as NULL."""
+        if table not in BOOKKEEPING_TABLES:
+            return
+        present = [row[0] for row in self.con.execute(f"DESCRIBE {view}").fetchall()]
+        select = missing_columns_select(table, present, f"_{view}_stored")
+        if select is not None:
+            self.con.execute(f"ALTER VIEW {view} RENAME TO _{view}_stored")
+            self.con.execute(f"CREATE VIEW {view} AS {select}")
 
 
 def _stats(add: dict) -> tuple[dict, dict]:

@@ -242,6 +242,9 @@ class Store:
             writer_properties=WRITER_PROPERTIES,
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
+            # A whole-table overwrite takes the declared schema: a bookkeeping table written before a
+            # column was declared gains it (ingest_errors.closed_at).
+            schema_mode="overwrite" if predicate is None else None,
         )
 
     def delete_where(self, name: str, predicate: str) -> None:
