@@ -65,6 +65,10 @@ def tables_named(sql: str) -> frozenset[str]:
     return frozenset(names | {"intervals"})
 
 
+def _commit_file(table_dir: str, version: int) -> str:
+    return os.path.join(table_dir, "_delta_log", f"{version:020d}.json")
+
+
 def newest_version(table_dir: str) -> int | None:
     """The newest committed version of the local Delta table at ``table_dir``; None when there is none."""
     try:
@@ -88,7 +92,7 @@ def log_files(table_dir: str, version: int) -> list[dict] | None:
     seen: set[str] = set()  # paths added or removed by a newer commit: older actions on them are void
     try:
         for v in range(version, -1, -1):
-            with open(os.path.join(log, f"{v:020d}.json"), "rb") as f:
+            with open(_commit_file(table_dir, v), "rb") as f:
                 actions = [json.loads(line) for line in f if line.strip()]
             for action in actions:
                 if "protocol" in action:
@@ -216,6 +220,8 @@ class Snapshot:
                 raise
             return None
         except DeltaError as e:
+            if version is None or self.store.is_remote or os.path.exists(_commit_file(self.store.table_uri(name), version)):
+                raise  # a damaged log, said as such (proflake.store.faults)
             # The snapshot's version is no longer in the log (cleaned up since): read the store afresh.
             raise StaleSnapshotError(f"table {name!r} changed past version {version}") from e
 
