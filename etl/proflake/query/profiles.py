@@ -606,6 +606,8 @@ class Profiles:
 
     def aggregate(self, query: str, selected: pa.Table, params: dict[str, Any]) -> pa.Table:
         """Run queries/<query>.sql over selected intervals, with the roll-up parameters (rollup_parameters)."""
+        if type(self).connection is not Profiles.connection:
+            self.connection()  # an engine of its own (SparkProfiles) has no DuckDB connection, and says so
         con = self._connection_for(query)
         return queries.run_named(con, query, rollup_parameters(selected, params, self._files))
 
