@@ -33,10 +33,15 @@ def query_names() -> list[str]:
     return sorted(p.stem for p in resource_dir("queries").glob("*.sql"))
 
 
+def without_comments(sql: str) -> str:
+    """The statement with its ``--`` comments removed."""
+    return _COMMENT.sub("", sql)
+
+
 def parameters_of(sql: str) -> list[str]:
     """The $names a statement uses, comments ignored, in order of first use."""
     seen: dict[str, None] = {}
-    for name in _PARAM.findall(_COMMENT.sub("", sql)):
+    for name in _PARAM.findall(without_comments(sql)):
         seen.setdefault(name, None)
     return list(seen)
 

@@ -22,7 +22,7 @@ from proflake.errors import QueryError, QueryLimitError, UsageError
 
 T = TypeVar("T")
 _SLICE = 0.2  # seconds between checks for Ctrl-C while a query runs
-_MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*([KMGT]i?B|B|%)?\s*$", re.IGNORECASE)
+_MEMORY = r"^\s*\d+(\.\d+)?\s*([KMGT]i?B|B|%)?\s*$"  # compiled on first use: not at every start
 OOM_MESSAGE = (
     "the query needed more memory than its limit{limit}; raise it with --memory-limit (memory_limit= in "
     "Python), or select fewer rows or columns"
@@ -48,7 +48,7 @@ class Bounds:
     ) -> None:
         if timeout is not None and timeout < 0:
             raise UsageError(f"--timeout must be 0 (no limit) or a number of seconds, not {timeout}")
-        if memory_limit is not None and not _MEMORY.match(str(memory_limit)):
+        if memory_limit is not None and not re.match(_MEMORY, str(memory_limit), re.IGNORECASE):
             raise UsageError(f"--memory-limit {memory_limit!r} is not a size; use e.g. 2GB, 512MB or 4GiB")
         self.timeout = timeout or None
         self.interruptible = self.timeout is not None if interruptible is None else interruptible

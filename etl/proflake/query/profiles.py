@@ -10,13 +10,12 @@
 from __future__ import annotations
 
 import math
-import pstats
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -34,6 +33,9 @@ from proflake.store.faults import MISSING, STALE, is_vacuumed
 from proflake.store.snapshot import FileSpans, Snapshot, tables_named
 from proflake.store.store import Store
 from proflake.times import TimeLike, epoch_seconds
+
+if TYPE_CHECKING:
+    import pstats
 
 FETCH_METHODS = FETCH_METHOD_NAMES  # the registry's names (proflake.query.registry)
 JOB_PHASES = ("initialization", "training_loop", "finalization", "whole_job")
@@ -121,6 +123,8 @@ class FetchResult:
             _rows(edges, "total_calls", "primitive_calls", "tottime", "cumtime"),
         ):
             callers[callee][caller] = value
+        import pstats  # (only here: 3 ms of every command's start-up otherwise)
+
         stats = pstats.Stats()
         functions = _filter_group(self._every_function(), self.group_by, group)
         for key, (cc, nc, tt, ct) in zip(

@@ -26,18 +26,14 @@ from deltalake.exceptions import DeltaError
 
 from proflake.errors import StaleSnapshotError, StoreError
 from proflake.schema import ALL_TABLES, BOOKKEEPING_TABLES, DERIVED_TABLES, empty_select, missing_columns_select
+from proflake.sql import without_comments
 
 if TYPE_CHECKING:
     from proflake.store.store import Store
 
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
-_COMMIT = re.compile(r"^(\d{20})\.json$")  # a Delta commit: the version, zero-padded to 20 digits
-# A table named in SQL: itself, its raw view (_t_all), its files macro (_t_in) or files parameter ($t_files);
-# manifest is a view over intervals. Longest names first: phase_function_stats before function_stats.
-_NAMED = re.compile(
-    r"\b_?(" + "|".join(sorted((*ALL_TABLES, "manifest"), key=len, reverse=True)) + r")(?:_all|_in|_files)?\b"
-)
-_COMMENT = re.compile(r"--[^\n]*")
+_SUFFIXES = ("_all", "_in", "_files")  # a table's raw view, its files macro, its files parameter
+_NAMES = {*ALL_TABLES, "manifest"}  # manifest: a view over intervals
 # A local table with at most this many commits and no checkpoint is read from its JSON commits directly:
 # deltalake's first table costs 10-15 ms of a process's CPU, its later ones ~4 ms; reading two commits ~0.3 ms.
 MAX_LOG_COMMITS = 32
@@ -59,10 +55,17 @@ def raw_view(name: str) -> str:
 
 
 def tables_named(sql: str) -> frozenset[str]:
-    """The store's tables a statement reads, by name (comments ignored; naming one needlessly only costs
-    opening it). Always includes intervals, which every connection opens first."""
-    names = {"intervals" if m == "manifest" else m for m in _NAMED.findall(_COMMENT.sub("", sql))}
-    return frozenset(names | {"intervals"})
+    """The store's tables a statement reads, by name: a table itself, its raw view (``_t_all``), files
+    macro (``_t_in``) or files parameter (``$t_files``); comments ignored, and naming one needlessly only
+    costs opening it. Always includes intervals, which every connection opens first."""
+    names = {"intervals"}
+    for word in re.findall(r"\w+", without_comments(sql)):
+        word = word.removeprefix("_")
+        if word not in _NAMES:
+            word = next((word.removesuffix(end) for end in _SUFFIXES if word.endswith(end)), word)
+        if word in _NAMES:
+            names.add("intervals" if word == "manifest" else word)
+    return frozenset(names)
 
 
 def _commit_file(table_dir: str, version: int) -> str:
@@ -75,7 +78,8 @@ def newest_version(table_dir: str) -> int | None:
         names = os.listdir(os.path.join(table_dir, "_delta_log"))
     except (FileNotFoundError, NotADirectoryError):
         return None
-    versions = [int(m.group(1)) for m in map(_COMMIT.match, names) if m]
+    # A commit is <version, 20 digits>.json; checkpoints and temporary files are named otherwise.
+    versions = [int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
     return max(versions) if versions else None
 
 
