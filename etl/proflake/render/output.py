@@ -67,7 +67,10 @@ def round_floats(table: pa.Table) -> pa.Table:
         if pa.types.is_floating(field.type):
             # Python's round() gives the float nearest the rounded decimal (pyarrow's round can be one
             # ulp off it: 0.0037329999999999998), so the shortest text of each value is the decimal.
-            table = table.set_column(i, field, _rounded(table.column(i).combine_chunks().cast(pa.float64())))
+            column = table.column(i).combine_chunks()
+            if column.type != pa.float64():  # a cast, even a no-op one, imports pyarrow.compute (~60 ms)
+                column = column.cast(pa.float64())
+            table = table.set_column(i, field, _rounded(column))
     return table
 
 
