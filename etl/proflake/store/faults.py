@@ -91,8 +91,9 @@ DAMAGED = (
 MISSING = f"a data file the store's current log names is missing: {DAMAGED}"
 
 STALE = (
-    "files this reader opened were removed by 'proflake compact' (vacuum) since; reconnect "
-    "(Profiles.refresh(), or reopen the catalog) to read the compacted store"
+    "files this reader opened are gone: if 'proflake compact' (vacuum) ran since it opened the store, "
+    "reconnect (Profiles.refresh(), or reopen the catalog) to read the compacted store; if not, the store "
+    "is damaged: run 'proflake check' with the same --store"
 )
 
 
