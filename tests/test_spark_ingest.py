@@ -163,7 +163,10 @@ def test_executor_names_and_the_cli_default():
     assert make_executor("spark", spark_min_files=7).min_files == 7
     with pytest.raises(ProflakeError, match="unknown executor 'yarn'; expected one of: local, spark"):
         make_executor("yarn")
-    options = {p.name: p for p in cli.commands["ingest"].params}
+    import click
+
+    ingest_command = cli.get_command(click.Context(cli), "ingest")  # commands load when asked for
+    options = {p.name: p for p in ingest_command.params}
     assert options["spark_min_files"].default == DEFAULT_SPARK_MIN_FILES
 
 
