@@ -145,8 +145,8 @@ def test_stale_rollups_are_ignored_and_the_next_ingest_rebuilds_them(tmp_path, m
     # New files arrive; the run that ingests them dies between its intervals commit and the rebuild.
     job = JobBuilder(source / "job-1")
     extra = job.cprofile("algo-3", "train-0-stepstart-70000_train-0-stepend-70500", "c")
-    # (proflake.ingestion.batch the attribute is the function; the module is in sys.modules)
-    monkeypatch.setattr(sys.modules["proflake.ingestion.batch"], "refresh_phase_rollups", lambda *args, **kwargs: [])
+    # (proflake.ingestion.bookkeeping the attribute is the function; the module is in sys.modules)
+    monkeypatch.setattr(sys.modules["proflake.ingestion.bookkeeping"], "refresh_phase_rollups", lambda *args, **kwargs: [])
     ingest(str(source), str(store))
     monkeypatch.undo()
 
