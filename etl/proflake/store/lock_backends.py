@@ -175,6 +175,8 @@ class _S3Backend:
                 return True
             if client_error_code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
                 return False
+            if "IfMatch" in condition and current is None and client_error_code(e) in ("NoSuchKey", "404"):
+                return False  # replacing a lock that is gone: another run took it over and released it
             raise explain_client_error(e, self._what()) from e
 
     def _read_quietly(self) -> Seen | None:
