@@ -135,7 +135,8 @@ def test_sigterm_during_compaction_changes_no_answer(corpus, tmp_path):
     for nodes in (1, 2):  # two batches: files to compact
         build_corpus(tmp_path / f"part{nodes}", nodes=nodes, steps=6)
     ingest(str(tmp_path / "part1"), str(store))
-    ingest(str(tmp_path / "part2"), str(store))
+    # Both parts' job folders are named job-1: the second needs its own id (job_conflict otherwise).
+    assert not ingest(str(tmp_path / "part2"), str(store), job_id="job-2").failed
     before = snapshot(str(store))
     proc = start(["compact", "--store", str(store), "--retention-hours", "0"], {"PROFLAKE_SIGNAL_AFTER_COMMITS": "2"})
     err = finish(proc)

@@ -178,13 +178,8 @@ def test_a_session_object_is_an_executor(spark, tmp_path):
 
 
 # -- S3: executors read the objects and upload the fact files ---------------------------------------------
-@pytest.fixture(scope="module")
-def s3():
-    from helpers import s3server
-
-    server, handle = s3server.start()
-    yield server
-    handle.stop()
+# The S3 server is conftest's, one per test session: moto bootstraps only one per process (a second one
+# here failed its CreateUser once another module had started the first).
 
 
 @pytest.fixture
