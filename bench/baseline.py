@@ -348,9 +348,9 @@ def parquet_floor(cprofile_paths: list[str], pyinstrument_paths: list[str], out_
     import pyarrow as pa
     from proflake.readers.parse import parse_stats
     from proflake.store.deltawrite import parquet_options, write_data_file
-    from proflake.store.store import WRITER_PROPERTIES
+    from proflake.store.store import writer_properties
 
-    options = parquet_options(WRITER_PROPERTIES)
+    options = parquet_options(writer_properties())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     segment: dict[str, list] = {}

@@ -3,7 +3,7 @@
     python -m bench.encoding STORE [--rounds 5] [--spark]
 
 Rewrites every committed file of the store's fact tables once per candidate encoding with the store's own
-writer settings (etl/proflake/store/store.py WRITER_PROPERTIES; only the time columns' encoding differs),
+writer settings (etl/proflake/store/store.py writer_properties(); only the time columns' encoding differs),
 then reports each candidate's bytes and the median time DuckDB takes for a roll-up over all rows (sum
 of each time column per function), the candidates alternated round by round so host drift hits each
 alike. ``--spark`` also reads each candidate's files with Spark's default (vectorized) Parquet reader.
@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 from proflake.store.deltawrite import parquet_options, write_data_file
-from proflake.store.store import _MEASURED_FLOATS, FACT_TABLES, WRITER_PROPERTIES, Store
+from proflake.store.store import _MEASURED_FLOATS, FACT_TABLES, Store, writer_properties
 
 CANDIDATES = ("BYTE_STREAM_SPLIT", "PLAIN")
 _SUMS = {
@@ -33,7 +33,7 @@ _SUMS = {
 
 def rewrite(store: Store, out: Path, encoding: str) -> dict[str, list[str]]:
     """Each fact table's files rewritten with the time columns in ``encoding``: table -> paths."""
-    options = parquet_options(WRITER_PROPERTIES)
+    options = parquet_options(writer_properties())
     options["_encodings"] = {c: encoding for c in _MEASURED_FLOATS}
     written: dict[str, list[str]] = {}
     for name in FACT_TABLES:

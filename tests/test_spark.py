@@ -148,7 +148,7 @@ def test_a_store_written_with_byte_stream_split_times_still_reads(tmp_path, monk
     from proflake.ingestion import batch
     from proflake.store import store as store_module
 
-    current = store_module.WRITER_PROPERTIES
+    current = store_module.writer_properties()
     old = WriterProperties(
         compression="ZSTD",
         compression_level=3,
@@ -161,8 +161,8 @@ def test_a_store_written_with_byte_stream_split_times_still_reads(tmp_path, monk
     job = JobBuilder(tmp_path / "jobs" / "semantic")
     first = job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
     with monkeypatch.context() as patch:
-        patch.setattr(batch, "WRITER_PROPERTIES", old)
-        patch.setattr(store_module, "WRITER_PROPERTIES", old)
+        patch.setattr(batch, "writer_properties", lambda: old)
+        patch.setattr(store_module, "writer_properties", lambda: old)
         ingest(str(tmp_path / "jobs"), str(tmp_path / "store"))
     second = job.cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
     ingest(str(tmp_path / "jobs"), str(tmp_path / "store"))

@@ -293,6 +293,14 @@ def test_answers_never_import_pandas(legacy_store):
         assert ("rich" in loaded) == terminal, args
 
 
+def test_reading_a_small_local_store_never_imports_deltalake(legacy_store):
+    """A small local table's log is read from its JSON commits (store/snapshot.py): deltalake, ~0.1 s of
+    CPU to import, is for writing and for large or remote logs."""
+    for args in (["jobs"], ["fetch", "by-step", "2"], ["list"], ["nodes"]):
+        loaded = _loaded([*args, "--store", legacy_store])
+        assert "deltalake" not in loaded and "duckdb" in loaded, args
+
+
 # -- hints ---------------------------------------------------------------------------------------------
 def test_a_missing_store_hint_never_proposes_a_store_inside_a_source(tmp_path, monkeypatch):
     job = tmp_path / "job"

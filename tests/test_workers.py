@@ -16,7 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 from helpers.crashy_facts import ROWS_PER_FILE
 from proflake.schema import INTERVAL_KEY_COLUMNS, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
-from proflake.store.store import WRITER_PROPERTIES, Store
+from proflake.store.store import Store, writer_properties
 from proflake.workers.pool import ParsePool
 from proflake.workers.protocol import FactSink, Failure, ParsedFile, Task
 
@@ -65,7 +65,7 @@ def _interval(n: int) -> tuple:
 def test_written_facts_hold_every_parsed_file_once_even_when_a_worker_dies(tmp_path, workers, flush_files):
     """A worker that dies loses the rows it had not written: those files are parsed again elsewhere,
     and each good file's rows land in exactly one of the files to commit."""
-    options = parquet_options(WRITER_PROPERTIES)
+    options = parquet_options(writer_properties())
     sink = FactSink({"pyinstrument_frames": str(tmp_path)}, "b", flush_files * ROWS_PER_FILE, options)
     payloads = [str(i).encode() for i in range(60)]
     payloads[41] = b"segfault"
@@ -90,7 +90,7 @@ def test_written_facts_hold_every_parsed_file_once_even_when_a_worker_dies(tmp_p
 
 def test_parquet_options_are_the_store_writer_properties(tmp_path):
     table = pa.table({"function": ["a", "b"] * 100_000, "tottime": [0.5, 0.25] * 100_000})
-    written = write_data_file("function_stats", table, str(tmp_path), "b", parquet_options(WRITER_PROPERTIES))
+    written = write_data_file("function_stats", table, str(tmp_path), "b", parquet_options(writer_properties()))
     metadata = pq.read_metadata(written.local_path)
     assert [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)] == [131_072, 68_928]
     function, tottime = metadata.row_group(0).column(0), metadata.row_group(0).column(1)
@@ -115,9 +115,9 @@ def test_file_statistics_are_the_ones_deltalake_writes(tmp_path):
     store = Store(str(tmp_path / "store"))
     store.create()
     written = write_data_file("pyinstrument_frames", table, store.table_uri("pyinstrument_frames"), "b",
-                              parquet_options(WRITER_PROPERTIES))
+                              parquet_options(writer_properties()))
     commit_data_files(store.delta("pyinstrument_frames"), [written], "b")
-    write_deltalake(str(tmp_path / "reference"), table, writer_properties=WRITER_PROPERTIES)
+    write_deltalake(str(tmp_path / "reference"), table, writer_properties=writer_properties())
 
     def stats(table_path: str) -> dict:
         log = sorted(Path(table_path, "_delta_log").glob("*.json"))
@@ -146,7 +146,7 @@ def test_workers_read_local_files_without_following_links(tmp_path):
 def test_each_file_covers_its_own_stretch_of_the_tasks(tmp_path):
     """Two workers, dealt stripes of consecutive chunks: no file's tasks interleave with another's,
     so file statistics keep telling files apart (dealt chunk by chunk, every file would span all)."""
-    sink = FactSink({"pyinstrument_frames": str(tmp_path)}, "b", 40 * ROWS_PER_FILE, parquet_options(WRITER_PROPERTIES))
+    sink = FactSink({"pyinstrument_frames": str(tmp_path)}, "b", 40 * ROWS_PER_FILE, parquet_options(writer_properties()))
     # 64 input bytes per row, as the pool guesses before it learns: stripes of about 40 files.
     tasks = [Task(i, "pyinstrument", str(i).encode().ljust(64 * ROWS_PER_FILE), _interval(i)) for i in range(400)]
     with ParsePool(2, parse="helpers.crashy_facts:parse") as pool:

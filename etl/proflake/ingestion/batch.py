@@ -74,7 +74,7 @@ from proflake.sources.settings import S3Config
 from proflake.store.deltawrite import parquet_options
 from proflake.store.lock import StoreLock
 from proflake.store.memory import release_memory
-from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store
+from proflake.store.store import FACT_TABLES, Store, writer_properties
 from proflake.workers.executor import executor_for, make_executor
 from proflake.workers.pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, Task
 
@@ -287,7 +287,7 @@ class Batch:
         self._started_record = recording.submit(record_event, st, report, "started", now)
         recording.shutdown(wait=False)
         committer = self.committer = FactCommitter(st, report.batch_id)
-        options = parquet_options(WRITER_PROPERTIES)
+        options = parquet_options(writer_properties())
         intervals = self.intervals = IntervalRows(committer.directories["intervals"], report.batch_id, options)
         pending: dict[int, tuple[Candidate, dict]] = {}
 

@@ -18,7 +18,7 @@ from proflake.ingestion.report import IngestReport
 from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
 from proflake.store.rollups import refresh_phase_rollups
-from proflake.store.store import FACT_TABLES, WRITER_PROPERTIES, Store, crash_points, raw_view, sql_string
+from proflake.store.store import FACT_TABLES, Store, crash_points, raw_view, sql_string, writer_properties
 
 FINISHED_EVENTS = ("committed", "abandoned", "repaired")
 
@@ -121,7 +121,7 @@ def record_event(store: Store, report: IngestReport, event: str, at: datetime) -
         return
     # Written as the intervals and facts are: deltalake's writer and DuckDB's conversion paged ~50 MB
     # of their code into this process for one row, at the start of the parse, which needs neither.
-    written = write_data_file("batches", rows, os.path.join(store.root, "batches"), report.batch_id, parquet_options(WRITER_PROPERTIES))
+    written = write_data_file("batches", rows, os.path.join(store.root, "batches"), report.batch_id, parquet_options(writer_properties()))
     table = store.delta("batches")
     with store.committing():
         commit_data_files(table, [written], report.batch_id)

@@ -330,7 +330,11 @@ class Profiles:
         return self._fresh(lambda: self._run("list_errors", {"error_kind": kind, "include_closed": include_closed}))
 
     def job_ids(self) -> list[str]:
-        return list(self._memoised(("job_ids", self.source_prefix), lambda: self.jobs()["job_id"].to_pylist()))
+        """The store's job ids in order (under ``source_prefix`` when set): list_jobs' ids, read alone."""
+        return list(self._memoised(
+            ("job_ids", self.source_prefix),
+            lambda: self._fresh(lambda: self._run("list_job_ids", {"source_prefix": self.source_prefix}))["job_id"].to_pylist(),
+        ))
 
     def nodes(
         self, *, job: str | Sequence[str] | None = None, all_jobs: bool = False, profiler: str | None = None

@@ -27,6 +27,7 @@ from proflake.resources import resource_dir
 SPARK_QUERIES = (
     "scope",
     "list_jobs",
+    "list_job_ids",
     "list_node_ids",
     "list_profile_stats",
     "list_errors",

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from proflake.schema import ALL_TABLES
 from proflake.store.lock import StoreLock
-from proflake.store.store import WRITER_PROPERTIES, Store, crash_points
+from proflake.store.store import Store, crash_points, writer_properties
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's own default: a week
 TARGET_FILE_BYTES = 128 * 1024 * 1024
@@ -74,7 +74,7 @@ def compact(
         for name in ALL_TABLES:
             table = store.delta(name)
             with store.committing():
-                metrics = table.optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=WRITER_PROPERTIES)
+                metrics = table.optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=writer_properties())
             if metrics.get("numFilesRemoved"):
                 crash_points.committed()
             report.tables[name] = {

@@ -1,7 +1,7 @@
 """Data files of Delta tables written outside deltalake, then committed to their table in one transaction.
 
 Parse workers write the Parquet files of the fact tables themselves, with pyarrow and the settings of
-etl/proflake/store/store.py's WRITER_PROPERTIES, so encoding and compression run in every worker process instead of
+etl/proflake/store/store.py's writer_properties(), so encoding and compression run in every worker process instead of
 in the ingest's main process; the main process only commits what they wrote: one add action per file,
 carrying the statistics deltalake itself would write (readers skip files by them, and the fetches use
 each file's start_time_us range). A file is invisible until that commit: a run killed before it leaves
@@ -45,7 +45,7 @@ def parquet_options(props: WriterProperties) -> dict:
     """pyarrow.parquet.ParquetWriter arguments equivalent to deltalake ``WriterProperties``.
 
     Raises ValueError for a setting it cannot translate, so a change to the store's writer settings
-    cannot silently diverge from what the workers write (a test builds these from WRITER_PROPERTIES)."""
+    cannot silently diverge from what the workers write (a test builds these from writer_properties())."""
     options: dict = {"write_statistics": True, "write_page_index": True, "store_schema": False}
     match = re.fullmatch(r"(\w+)(?:\((\d+)\))?", str(props.compression or "UNCOMPRESSED"))
     if not match:

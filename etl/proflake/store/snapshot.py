@@ -21,14 +21,14 @@ from urllib.parse import unquote
 import duckdb
 import numpy as np
 import pyarrow as pa
-from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
 
 from proflake.errors import StaleSnapshotError, StoreError
 from proflake.schema import ALL_TABLES, BOOKKEEPING_TABLES, DERIVED_TABLES, empty_select, missing_columns_select
 from proflake.sql import without_comments
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
     from proflake.store.store import Store
 
 FACT_TABLES = ("function_stats", "function_callers", "pyinstrument_frames")
@@ -213,6 +213,8 @@ class Snapshot:
 
     def _delta(self, name: str) -> DeltaTable | None:
         """The table at its snapshot version (None: a derived table this store does not have yet)."""
+        from deltalake.exceptions import DeltaError
+
         version = None if self.versions is None else self.versions[name]
         if self.versions is not None and version is None and name in DERIVED_TABLES:
             # A store written before this derived table existed: empty until the next ingest builds it.

@@ -14,18 +14,21 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable, Collection, Sequence
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
-from deltalake import ColumnProperties, CommitProperties, DeltaTable, WriterProperties, write_deltalake
-from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from proflake.errors import ProflakeError, StoreError
 from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
 from proflake.store.location import default_store_location, missing_store_hint
 from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_view, raw_view, sql_string
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable, WriterProperties
 
 __all__ = ["FACT_TABLES", "FileSpans", "Store", "files_in_view", "raw_view", "sql_string"]
 _FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
@@ -36,18 +39,24 @@ _FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
 # noise; docs/spark.md): Spark's default (vectorized) Parquet reader decodes it only in recent releases
 # (4.3.0 does), so the older Sparks of EMR, Glue and Databricks would need that reader turned off.
 _MEASURED_FLOATS = ("tottime", "cumtime", "time", "self_time", "await_time")
-WRITER_PROPERTIES = WriterProperties(
-    compression="ZSTD",
-    compression_level=3,
-    max_row_group_size=131_072,
-    # Values handed to the column encoders at a time (default 1,024). Each hand-over of a dictionary
-    # column recomputes the statistics of the dictionary values its indices refer to: at 8,192 a fact
-    # segment's sixteen interval-key columns took 16.6 instead of 22.8 ms to write, the same bytes.
-    write_batch_size=8_192,
-    column_properties={
-        column: ColumnProperties(encoding="PLAIN", dictionary_enabled=False) for column in _MEASURED_FLOATS
-    },
-)
+@cache
+def writer_properties() -> WriterProperties:
+    """How every proflake Parquet file is written (deltalake is imported here, not with the module: a
+    fetch that reads small local logs never needs it, ~0.1 s of every CLI read)."""
+    from deltalake import ColumnProperties, WriterProperties
+
+    return WriterProperties(
+        compression="ZSTD",
+        compression_level=3,
+        max_row_group_size=131_072,
+        # Values handed to the column encoders at a time (default 1,024). Each hand-over of a dictionary
+        # column recomputes the statistics of the dictionary values its indices refer to: at 8,192 a fact
+        # segment's sixteen interval-key columns took 16.6 instead of 22.8 ms to write, the same bytes.
+        write_batch_size=8_192,
+        column_properties={
+            column: ColumnProperties(encoding="PLAIN", dictionary_enabled=False) for column in _MEASURED_FLOATS
+        },
+    )
 
 
 class _CrashPoints:
@@ -134,6 +143,9 @@ class Store:
     def exists(self) -> bool:
         if not self.is_remote:
             return (Path(self.root) / "intervals" / "_delta_log").is_dir()
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
         try:
             DeltaTable(self.table_uri("intervals"), storage_options=self.storage_options)
             return True
@@ -153,6 +165,9 @@ class Store:
                 Path(self.root).mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create the store folder {self.location!r}: {e.strerror}") from e
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
+
         for name in ALL_TABLES:
             if not self.is_remote and (Path(self.root) / name / "_delta_log" / _FIRST_COMMIT).is_file():
                 continue  # created already; asking deltalake costs ~7 ms a table on every run
@@ -169,6 +184,9 @@ class Store:
 
     def delta(self, name: str, version: int | None = None) -> DeltaTable:
         """The Delta table ``name``, at ``version`` (None: the newest)."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
         try:
             return DeltaTable(self.table_uri(name), version=version, storage_options=self.storage_options)
         except TableNotFoundError as e:
@@ -201,11 +219,13 @@ class Store:
         crash_points.committed()
 
     def _append(self, name: str, rows: pa.Table, batch_id: str, presorted: bool) -> None:
+        from deltalake import CommitProperties, write_deltalake
+
         write_deltalake(
             self.table_uri(name),
             rows if presorted else self._prepare(name, rows),
             mode="append",
-            writer_properties=WRITER_PROPERTIES,
+            writer_properties=writer_properties(),
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
@@ -234,12 +254,14 @@ class Store:
         crash_points.committed()
 
     def _write_over(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
+        from deltalake import CommitProperties, write_deltalake
+
         write_deltalake(
             self.table_uri(name),
             self._prepare(name, rows) if isinstance(rows, pa.Table) else rows,
             mode="overwrite",
             predicate=predicate,
-            writer_properties=WRITER_PROPERTIES,
+            writer_properties=writer_properties(),
             storage_options=self.storage_options,
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
             # A whole-table overwrite takes the declared schema: a bookkeeping table written before a
