@@ -174,3 +174,24 @@ def test_a_store_written_with_byte_stream_split_times_still_reads(tmp_path, monk
     assert {"BYTE_STREAM_SPLIT", "PLAIN"} <= encodings
     result = Profiles(str(tmp_path / "store")).by_step(0, 1)
     assert_same_pstats(result.to_pstats().stats, pstats_of([first, second]))
+
+
+@pytest.mark.integration
+def test_a_store_written_before_closed_at_answers_errors_on_spark(stores, spark, tmp_path):
+    """A quarantine an older proflake wrote has no closed_at: Spark reads it as NULL (the declared schema
+    is given to the reader), as DuckDB does, so errors() and the views answer the same."""
+    from deltalake import write_deltalake
+    from proflake.spark import SparkProfiles
+    from proflake.store.store import Store
+
+    copy = tmp_path / "store"
+    shutil.copytree(stores[1], copy)
+    old = Store(str(copy)).delta("ingest_errors").to_pyarrow_table().drop_columns(["closed_at"])
+    write_deltalake(Store(str(copy)).table_uri("ingest_errors"), old, mode="overwrite", schema_mode="overwrite")
+    assert "closed_at" not in Store(str(copy)).delta("ingest_errors").schema().to_arrow().names
+    native = Profiles(str(copy))
+    on_spark = SparkProfiles(spark, str(copy))
+    assert native.errors().num_rows == 1
+    assert on_spark.errors()["closed_at"].to_pylist() == [None]
+    assert_same_table(on_spark.errors(), native.errors())
+    assert_same_table(on_spark.errors(include_closed=True), native.errors(include_closed=True))
