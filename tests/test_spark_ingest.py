@@ -272,11 +272,11 @@ def test_an_executor_applies_the_s3_rules_itself(s3, executor_credentials):
 
 
 # -- a driver killed after a commit -----------------------------------------------------------------------
-def spark_submit(script: Path, *args: str, env: dict[str, str]) -> subprocess.Popen:
+def spark_submit(script: Path, *args: str, env: dict[str, str], master: str = "local[2]") -> subprocess.Popen:
     """``spark-submit --master local[2] script args``: the driver as a cluster would run it."""
     submit = Path(sys.executable).parent / "spark-submit"
     return subprocess.Popen(
-        [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+        [str(submit), "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
          "--driver-memory", "1g", str(script), *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
@@ -309,3 +309,26 @@ def test_a_driver_killed_after_a_commit_is_repaired_by_the_next_run(native, jobs
     report = ingest(str(jobs), str(store), executor=SparkPool(spark, min_files=0, slice_files=6), log=said.append)
     assert report.repaired and any("repaired an interrupted run" in line for line in said)
     assert snapshot(str(store)) == snapshot(str(native[2]))
+
+
+def test_a_retried_task_leaves_nothing_doubled_and_its_first_attempt_s_files_are_cleared(native, jobs, tmp_path):
+    """``local[2,2]`` lets Spark run a failed task twice; every slice's first attempt fails after writing
+    its fact files (PROFLAKE_FAIL_SPARK_TASKS). The driver commits only the files the kept attempt
+    returned: the store equals a native ingest, every row once, and the spool is gone when the run ends."""
+    from deltalake import DeltaTable
+
+    script = tmp_path / "driver.py"
+    script.write_text("from proflake.cli import main\nmain()\n")
+    store, attempts = tmp_path / "store", tmp_path / "attempts"
+    attempts.mkdir()
+    driver = spark_submit(script, "ingest", str(jobs), "--store", str(store), "--executor", "spark", "--spark-min-files", "0",
+                          env={"PROFLAKE_FAIL_SPARK_TASKS": str(attempts)}, master="local[2,2]")
+    _, stderr = driver.communicate(timeout=600)
+    assert driver.returncode == 3, stderr[-2000:]  # 3: ingested, with the damaged file quarantined
+    assert sorted(p.name for p in attempts.iterdir()) == ["slice-0"], "the slice's first attempt failed"
+    assert snapshot(str(store)) == snapshot(str(native[2]))
+    for name in FACT_TABLES:
+        on_disk = {p.name for p in (store / name).glob("*.parquet")}
+        committed = {Path(u).name for u in DeltaTable(str(store / name)).file_uris()}
+        assert on_disk == committed, name
+    assert not (store / "_proflake" / "spool").exists() or not any((store / "_proflake" / "spool").iterdir())

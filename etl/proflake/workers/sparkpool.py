@@ -242,8 +242,23 @@ def _run_slices(batches: Iterator[Any]) -> Iterator[Any]:
         for number, payload in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
             started = time.perf_counter()
             outcomes, files = parse_slice(pickle.loads(payload))
+            _fail_first_attempt(number)
             answer = pickle.dumps((outcomes, files, time.perf_counter() - started), protocol=pickle.HIGHEST_PROTOCOL)
             yield pa.RecordBatch.from_arrays([pa.array([number], pa.int32()), pa.array([answer], pa.binary())], ["slice", "result"])
+
+
+def _fail_first_attempt(number: int) -> None:
+    """Crash testing: with PROFLAKE_FAIL_SPARK_TASKS=FOLDER, each slice's first attempt fails after
+    writing its fact files (a marker file in FOLDER records the attempt), so Spark runs the task again
+    (a master of ``local[N,F]`` allows F attempts) and the first attempt's files are never returned."""
+    folder = os.environ.get("PROFLAKE_FAIL_SPARK_TASKS")
+    if not folder:
+        return
+    try:
+        os.close(os.open(os.path.join(folder, f"slice-{number}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # a later attempt: it succeeds
+    raise RuntimeError(f"PROFLAKE_FAIL_SPARK_TASKS: slice {number}'s first attempt fails after writing its files")
 
 
 def parse_slice(job: _Slice) -> tuple[list[tuple[int, object]], list[DataFile]]:
