@@ -284,6 +284,7 @@ def _read_registry(store: Store) -> dict:
         except (OSError, ValueError):
             return {}
     bucket, key = _registry_key(store)
+    assert store.s3 is not None  # a store on S3 has its S3 settings
     client = store.s3.client()
     try:
         body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
@@ -305,6 +306,7 @@ def _write_registry(store: Store, entries: list[CatalogEntry]) -> None:
         _atomic_write(path, text)
         return
     bucket, key = _registry_key(store)
+    assert store.s3 is not None  # a store on S3 has its S3 settings
     try:
         store.s3.client().put_object(Bucket=bucket, Key=key, Body=text.encode())
     except Exception as e:

@@ -88,6 +88,7 @@ def catalog(store: Store, out: str | None, materialize: bool, no_register: bool,
         if any(r.error for r in reports):
             raise SystemExit(ExitCode.FAILURE)
         return
+    assert out is not None  # exactly one of --out, --refresh, --list was given
     report = catalogs.build_catalog(store, out, materialize=materialize, register=not no_register)
     say(report.summary())
     say(f"lock-down statements for BI connections: {catalogs.init_sql_path(report.path)}")

@@ -213,7 +213,8 @@ def _set_aside(store: Store, uri: str) -> None:
     from proflake.sources.settings import explain_client_error, split_s3_uri
 
     bucket, key = split_s3_uri(uri)
-    client = store.s3.client()  # type: ignore[union-attr]
+    assert store.s3 is not None  # a store on S3 has its S3 settings
+    client = store.s3.client()
     try:
         client.copy_object(Bucket=bucket, Key=key + ".damaged", CopySource={"Bucket": bucket, "Key": key})
         client.delete_object(Bucket=bucket, Key=key)

@@ -224,7 +224,8 @@ class FactCommitter:
 
         bucket, key = split_s3_uri(f"{self.store.table_uri(f.table)}/{f.name}")
         if not hasattr(self, "_client"):
-            self._client = self.store.s3.client()  # type: ignore[union-attr]
+            assert self.store.s3 is not None  # a store on S3 has its S3 settings
+            self._client = self.store.s3.client()
         try:
             self._client.upload_file(f.local_path, bucket, key)
         except Exception as e:

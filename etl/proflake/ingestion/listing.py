@@ -36,7 +36,7 @@ class Candidate:
     """One interval found in the listing: a cProfile file, or a pyinstrument json with its html."""
 
     path: IntervalPath
-    stats: SourceObject | None = None
+    stats: SourceObject
     html: SourceObject | None = None
 
 

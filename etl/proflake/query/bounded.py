@@ -75,7 +75,7 @@ class Bounds:
         try:
             while True:
                 wait = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
-                if wait <= 0:
+                if wait <= 0 and self.timeout is not None:  # (only a deadline makes wait <= 0)
                     _stop(con, future)
                     raise QueryLimitError(timeout_message(self.timeout))
                 try:

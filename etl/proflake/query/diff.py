@@ -144,14 +144,15 @@ class DiffResult:
         """
         candidates: list[
             tuple[str, float, float, float, float, str]
-        ] = []  # (what, change, bound, se, df, label)
+        ] = []  # (what, change, bound, se, df, reason)
         unit = "s/step" if self.per == "step" else "s/s"
         t = self.total
         if total is not None and t["se"] is not None:
             label = (
                 f"total {_pct(t['change_ratio'])} ({t['base']:.6g} -> {t['head']:.6g} {unit}, {_pct_ci(t)})"
             )
-            candidates.append(("total", t["change"], total * t["base"], t["se"], t["df"], label))
+            reason = f"{label}: over +{total * 100:g}%"
+            candidates.append(("total", t["change"], total * t["base"], t["se"], t["df"], reason))
         if function is not None:
             for row in self.table.to_pylist():
                 if row["status"] in ("minor", "untested") or row["self_se"] is None:
@@ -163,8 +164,9 @@ class DiffResult:
                     f"{_pct_ci(ci)})"
                 )
                 bound = function * row["base_self"]
+                reason = f"{label}: over +{function * 100:g}%"
                 candidates.append(
-                    (row["function"], row["self_change"], bound, row["self_se"], row["self_df"], label)
+                    (row["function"], row["self_change"], bound, row["self_se"], row["self_df"], reason)
                 )
         if not candidates:
             return []
@@ -172,10 +174,9 @@ class DiffResult:
         p = stats.exceeds(change.astype(float), bound.astype(float), se.astype(float), df.astype(float))
         adjusted = stats.holm(p)
         reasons = []
-        for (what, *_rest, label), p_adj in zip(candidates, adjusted):
+        for (*_rest, reason), p_adj in zip(candidates, adjusted):
             if p_adj < self.alpha:
-                threshold = total if what == "total" else function
-                reasons.append(f"{label}: over +{threshold * 100:g}% (p={p_adj:.2g})")
+                reasons.append(f"{reason} (p={p_adj:.2g})")
         return reasons
 
     def to_dict(

@@ -37,6 +37,9 @@ from proflake.times import TimeLike, epoch_seconds
 if TYPE_CHECKING:
     import pstats
 
+    from proflake.ingestion.report import IngestReport
+    from proflake.sources import Source
+
 FETCH_METHODS = FETCH_METHOD_NAMES  # the registry's names (proflake.query.registry)
 JOB_PHASES = ("initialization", "training_loop", "finalization", "whole_job")
 GROUP_COLUMNS = ("node_id", "start_mode", "end_mode", "job_phase")
@@ -131,8 +134,8 @@ class FetchResult:
             _rows(functions, "filename", "lineno", "function_name"),
             _rows(functions, "primitive_calls", "total_calls", "tottime", "cumtime"),
         ):
-            stats.stats[key] = (cc, nc, tt, ct, callers.get(key, {}))
-        stats.files = self.group_intervals(group)["source_uri"].to_pylist()
+            stats.stats[key] = (cc, nc, tt, ct, callers.get(key, {}))  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
+        stats.files = self.group_intervals(group)["source_uri"].to_pylist()  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
         stats.get_top_level_stats()
         return stats
 
@@ -298,7 +301,8 @@ class Profiles:
         con = self._connection_for(name)
         return self.bounds.run(con, lambda: queries.run_named(con, name, params))
 
-    def ingest(self, source: str, **kwargs: Any):  # -> IngestReport
+    def ingest(self, source: str | Source, **kwargs: Any) -> IngestReport:
+        """Ingest ``source`` into this store (``proflake.ingest``), then refresh, so the next question sees it."""
         from proflake.operations import ingest
 
         report = ingest(source, self.store, **kwargs)
@@ -688,7 +692,7 @@ def _profiler(profiler: str | None) -> str | None:
 STEP_MAX = 2**63 - 1
 
 
-def parse_step(value: Step, *, at_end: bool) -> int:
+def parse_step(value: Step | float, *, at_end: bool) -> int:
     """A step as the SQL compares it: '*' is -1 at the start and the largest step at the end, like smdebug."""
     if isinstance(value, str):
         text = value.strip()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from proflake.render.output import iso_timestamp, timestamps
 
@@ -86,7 +86,7 @@ def _draw(keep, headers, cells, widths, numeric, width: int, color: bool) -> str
         header_style="bold" if color else "", show_lines=False,
     )
     for i in keep:
-        justify = "right" if numeric[i] else "left"
+        justify: Literal["right", "left"] = "right" if numeric[i] else "left"
         table.add_column(headers[i], justify=justify, no_wrap=True, width=widths[i], min_width=widths[i])
     rows = len(cells[0]) if cells else 0
     for r in range(rows):

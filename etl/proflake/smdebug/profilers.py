@@ -10,7 +10,7 @@ from proflake.readers.pyinstrument import dumps_tree
 from proflake.smdebug.analysis import PythonProfileAnalysis
 from proflake.smdebug.stats import PyinstrumentStepStats, cProfileStats
 from proflake.smdebug.store_view import Answer
-from proflake.sources import SourceObject, open_source
+from proflake.sources import Source, SourceObject, open_source
 from proflake.sources.settings import is_s3
 
 
@@ -32,7 +32,7 @@ class PyinstrumentAnalysis(PythonProfileAnalysis):
     name = "pyinstrument"
 
     def __init__(self, *args, **kwargs) -> None:
-        self._s3_readers: dict[str, object] = {}  # bucket -> source, to read json files from S3
+        self._s3_readers: dict[str, Source] = {}  # bucket -> source, to read json files from S3
         super().__init__(*args, **kwargs)
 
     def _aggregate(self, answer: Answer, group: tuple = ()) -> list[PyinstrumentStepStats]:
@@ -65,7 +65,7 @@ class PyinstrumentAnalysis(PythonProfileAnalysis):
         src = self._src if self._src is not None and self._src.uri.startswith(f"s3://{bucket}/") else None
         if src is None:
             src = self._s3_readers.get(bucket) or self._s3_readers.setdefault(bucket, open_source(f"s3://{bucket}/"))
-        return src.read(SourceObject(uri, (), 0, ""))  # type: ignore[attr-defined]
+        return src.read(SourceObject(uri, (), 0, ""))
 
 
 def _html_path(interval: dict) -> str:

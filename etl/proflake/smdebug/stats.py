@@ -57,6 +57,20 @@ class StepPythonProfileStats:
     .html of each interval), with smdebug's attributes in smdebug's order; ``print`` shows them as a dict.
     Modes are ``PythonProfileModes``, phases ``StepPhase``, a ``*`` end step is infinity."""
 
+    # The attributes, one per LIST_COLUMNS entry (set by __init__ through __dict__: the object is read-only).
+    profiler_name: str
+    framework: str
+    node_id: str
+    start_mode: PythonProfileModes
+    start_step: int
+    start_phase: StepPhase
+    start_time_since_epoch_in_micros: float
+    end_mode: PythonProfileModes
+    end_step: float  # infinity for "*"
+    end_phase: StepPhase
+    end_time_since_epoch_in_micros: float
+    stats_path: str
+
     def __init__(self, **values: Any) -> None:
         self.__dict__.update((name, values[name]) for name in LIST_COLUMNS)
 
@@ -97,12 +111,12 @@ class cProfileFunctionStats:
     def __init__(self, key: tuple[str, int, str], value: tuple) -> None:
         cc, nc, tt, ct, callers = value
         self.key = key
-        self.function_name = pstats.func_std_string(key)
+        self.function_name = pstats.func_std_string(key)  # type: ignore[attr-defined]  # a pstats function typeshed omits
         self.prim_calls = cc
         self.total_calls = nc
         self.total_time = tt
         self.cumulative_time = ct
-        self.callers = [pstats.func_std_string(caller) for caller in callers]
+        self.callers = [pstats.func_std_string(caller) for caller in callers]  # type: ignore[attr-defined]  # a pstats function typeshed omits
 
     def as_dict(self) -> dict[str, Any]:
         return dict(
@@ -131,7 +145,7 @@ class cProfileStats:
         # smdebug builds function_stats_list here; built when first read instead, it costs nothing to
         # callers that never read it (~1 ms of a one-step fetch for ~270 functions). The shallow copy
         # keeps the list what it would have been here if ps is later added to (add writes into its dict).
-        self._functions = dict(ps.stats)
+        self._functions = dict(ps.stats)  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
 
     @classmethod
     def deferred(cls, make: Callable[[], pstats.Stats]) -> cProfileStats:
@@ -147,7 +161,7 @@ class cProfileStats:
         if self._ps is None:
             assert self._make is not None
             self._ps, self._make = self._make(), None
-            self._functions = dict(self._ps.stats)
+            self._functions = dict(self._ps.stats)  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
         return self._ps
 
     @cached_property
@@ -176,7 +190,7 @@ class cProfileStats:
 
     def __repr__(self) -> str:
         self.ps  # noqa: B018  # a deferred result is built first
-        return f"<cProfileStats: {len(self._functions)} functions from {len(self.ps.files)} file(s)>"
+        return f"<cProfileStats: {len(self._functions)} functions from {len(self.ps.files)} file(s)>"  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
 
 
 class PyinstrumentStepStats:

@@ -53,9 +53,9 @@ class Answer:
         if made is None:
             made = self._pstats[group] = self.result.to_pstats(group)
         copy = pstats.Stats()  # its stream is today's stdout, as a Stats built now would have
-        copy.stats, copy.files = dict(made.stats), list(made.files)
-        copy.total_calls, copy.prim_calls, copy.total_tt = made.total_calls, made.prim_calls, made.total_tt
-        copy.top_level, copy.max_name_len = set(made.top_level), made.max_name_len
+        copy.stats, copy.files = dict(made.stats), list(made.files)  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
+        copy.total_calls, copy.prim_calls, copy.total_tt = made.total_calls, made.prim_calls, made.total_tt  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
+        copy.top_level, copy.max_name_len = set(made.top_level), made.max_name_len  # type: ignore[attr-defined]  # typeshed's Stats omits the attributes pstats sets
         return copy
 
 

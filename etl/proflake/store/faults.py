@@ -37,7 +37,7 @@ def explain(error: BaseException, where: str = "the store", config: S3Config | N
         return _duckdb(error, text)
     if module.startswith(("deltalake", "_internal")) or type(error).__name__ in ("DeltaError", "CommitFailedError"):
         return _delta(error, str(error), where, config)
-    if module.startswith(("botocore", "boto3")):
+    if module.startswith(("botocore", "boto3")) and isinstance(error, Exception):
         return explain_client_error(error, where)
     if isinstance(error, OSError):
         if error.errno in DISK_FULL or "No space left on device" in text:
@@ -67,7 +67,7 @@ def _duckdb(error: BaseException, text: str) -> ProflakeError:
     return ProflakeError(f"DuckDB failed: {text}")
 
 
-def is_vacuumed(error: BaseException) -> bool:
+def is_vacuumed(error: BaseException | None) -> bool:
     """Whether ``error`` (or its cause) says a file the reader listed is gone: compaction's vacuum ran."""
     while error is not None:
         if isinstance(error, StaleSnapshotError):

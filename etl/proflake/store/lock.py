@@ -181,7 +181,7 @@ class StoreLock:
 
     def _renew(self) -> None:
         """Rewrite our lock if it is still ours; mark it lost if not, or if renewals fail too long."""
-        if self.info is None or self.lost:
+        if self.info is None or self._tag is None or self.lost:  # (no tag: _hold marked it lost)
             return
         _pause("renew")
         info = LockInfo(**{**self.info.__dict__, "expires": time.time() + self.lease, "renewals": self.info.renewals + 1})

@@ -27,7 +27,7 @@ _HOOKS_ENV = "PROFLAKE_LOCK_TEST_HOOKS"
 
 def _hooks() -> dict[str, str]:
     text = os.environ.get(_HOOKS_ENV, "")
-    return dict(item.split("=", 1) if "=" in item else (item, "") for item in text.split(",") if item)
+    return {name: value for name, _, value in (item.partition("=") for item in text.split(",") if item)}
 
 
 def _pause(point: str) -> None:

@@ -305,11 +305,11 @@ def _file_spans(table: DeltaTable | list[dict] | None, files: list[str]) -> File
     nodes = [low if low is not None and low == high else None for low, high in zip(min_nodes, max_nodes)]
     # The log names files relative to the table and URL-quoted; file_uris() gives them whole.
     by_name = {unquote(path).rsplit("/", 1)[-1]: bounds for path, *bounds in zip(paths, lows, highs, nodes)}
-    stats = [by_name.get(uri.rsplit("/", 1)[-1], (None, None, None)) for uri in files]
+    spans = [by_name.get(uri.rsplit("/", 1)[-1], (None, None, None)) for uri in files]
     nan = float("nan")
     return FileSpans(
         files,
-        np.array([nan if low is None else low for low, _, _ in stats], dtype=np.float64),
-        np.array([nan if high is None else high for _, high, _ in stats], dtype=np.float64),
-        [node for _, _, node in stats],
+        np.array([nan if low is None else low for low, _, _ in spans], dtype=np.float64),
+        np.array([nan if high is None else high for _, high, _ in spans], dtype=np.float64),
+        [node for _, _, node in spans],
     )

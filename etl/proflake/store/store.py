@@ -108,7 +108,7 @@ class Store:
         if self.is_remote:
             split_s3_uri(self.location)
             self.root = self.location.rstrip("/")
-            self.s3 = s3 or S3Config.from_env()
+            self.s3: S3Config | None = s3 or S3Config.from_env()
         else:
             self.root = str(Path(self.location).expanduser().absolute())
             self.s3 = None

@@ -260,10 +260,10 @@ def _fact_table(name: str, parts: list[_Part]) -> _Facts:
             raise ValueError(f"{name}.{column.name} is declared non-nullable but holds {values.null_count} null(s)")
         fields.append(pa.field(column.name, values.type, nullable=column.nullable))
     table = pa.Table.from_arrays([columns[c.name] for c in spec.columns], schema=pa.schema(fields))
-    key_ids = None
+    key_ids: tuple[np.ndarray, ...] | None = None
     if all(ids is not None for _, _, ids in parts):
         key_ids = tuple(np.concatenate(column) for column in zip(*(ids for _, _, ids in parts)))
-    starts = np.cumsum([0] + [batch.num_rows for batch in batches])
+    starts: np.ndarray | None = np.cumsum([0] + [batch.num_rows for batch in batches])
     if not by_keys and spec.sort_by:
         table = table.sort_by([(c, "ascending") for c in spec.sort_by])
         key_ids = starts = None  # rows reordered

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from proflake.errors import UsageError
 from proflake.render.report.data import FLAME_BUDGET
 from proflake.render.report.page import Report
 from proflake.render.stacks import OTHER, CallTree, Node, Rollups, call_tree
@@ -75,6 +76,8 @@ def _tree(result: DiffResult, side: Side, budget: int) -> CallTree | None:
     fetch sums its caller edges beside its functions, on a second cursor, and the tree reuses both.)"""
     if not side.intervals:
         return None
+    if result._profiles is None:
+        raise UsageError("this DiffResult was not made by Profiles.diff, so it has no profiles to draw")
     selection = side.selection
     fetched = result._profiles.fetch(
         selection.method,

@@ -48,7 +48,7 @@ def overview(result: FetchResult) -> dict[str, Any]:
         "bytes": sum(r["source_size"] or 0 for r in rows),
         "start": _iso(start),
         "end": _iso(end),
-        "span_seconds": (end - start) / 1e6 if rows else 0.0,
+        "span_seconds": (end - start) / 1e6 if start is not None and end is not None else 0.0,
         "gaps": _gaps(steps),
         "quarantine": _quarantine(result, rows),
     }

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 @cache
 def _static(name: str) -> str:
-    return files("proflake.render.report").joinpath("static", name).read_text(encoding="utf-8")
+    # (one part per joinpath: Traversable.joinpath takes one before Python 3.11)
+    return files("proflake.render.report").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 def _json_for_script(data: dict[str, Any]) -> str:
