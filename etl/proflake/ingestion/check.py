@@ -223,17 +223,10 @@ def _set_aside(store: Store, uri: str) -> None:
 
 
 def _bad_objects(store: Store, name: str) -> list[tuple[str, str]]:
-    from proflake.sources.settings import explain_client_error, split_s3_uri
+    from proflake.sources.s3 import S3Source
 
     table_uri = store.table_uri(name)
-    bucket, prefix = split_s3_uri(table_uri)
-    listed: dict[str, int] = {}
-    try:
-        pages = store.s3.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/")  # type: ignore[union-attr]
-        for page in pages:
-            listed.update((item["Key"][len(prefix) + 1 :], int(item["Size"])) for item in page.get("Contents", ()))
-    except Exception as e:  # botocore's errors, named by explain_client_error
-        raise explain_client_error(e, table_uri) from e
+    listed = S3Source(table_uri, store.s3).sizes()
     actions = pa.RecordBatchReader.from_stream(store.delta(name).get_add_actions(flatten=True)).read_all()
     bad = []
     for path, size in zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()):

@@ -44,6 +44,12 @@ class S3Source:
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
             raise explain_client_error(e, self.uri) from e
 
+    def sizes(self) -> dict[str, int]:
+        """Every object below the prefix, by its key relative to the prefix, and its size in bytes (what
+        compaction and ``proflake check`` compare a store table's Delta log with)."""
+        cut = len(self.uri) + 1
+        return {obj.uri[cut:]: obj.size for obj in self.list()}
+
     def read(self, obj: SourceObject) -> bytes:
         import botocore.exceptions
 

@@ -107,14 +107,7 @@ def _present(store: Store, table: str, paths: list[str]) -> list[str]:
     if not store.is_remote:
         root = Path(store.table_uri(table))
         return [p for p in paths if (root / unquote(p)).exists()]
-    from proflake.sources.settings import explain_client_error, split_s3_uri
+    from proflake.sources.s3 import S3Source
 
-    bucket, prefix = split_s3_uri(store.table_uri(table))
-    client = store.s3.client()
-    keys: set[str] = set()
-    try:
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
-            keys.update(item["Key"][len(prefix) + 1 :] for item in page.get("Contents", ()))
-    except Exception as e:  # botocore's errors, named by explain_client_error
-        raise explain_client_error(e, store.table_uri(table)) from e
+    keys = S3Source(store.table_uri(table), store.s3).sizes()
     return [p for p in paths if unquote(p) in keys]
