@@ -1,0 +1,245 @@
+"""How ``Profiles`` reaches the store: one DuckDB connection on a snapshot (each table opened when a
+query first names it), answers memoised until ``refresh()``, a retry after compaction's vacuum, named
+queries run within the time and memory bounds, the roll-up queries, and read-only ad hoc SQL.
+
+``proflake.spark.SparkProfiles`` answers the same questions on Spark by overriding these methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
+from typing import Any, TypeVar
+
+import duckdb
+import pyarrow as pa
+
+from proflake import sql as queries
+from proflake.errors import StaleSnapshotError, StoreError
+from proflake.query import arrowfn
+from proflake.query.bounded import Bounds
+from proflake.query.params import rollup_parameters
+from proflake.schema import ALL_TABLES
+from proflake.store import rollups
+from proflake.store.faults import MISSING, STALE, is_vacuumed
+from proflake.store.snapshot import FileSpans, Snapshot, tables_named
+from proflake.store.store import Store
+
+T = TypeVar("T")
+# roll-up -> the same answer from the derived phase tables (etl/proflake/store/rollups.py), when they are fresh
+_PHASE_ROLLUPS = {"rollup_cprofile": "phase_rollup_cprofile", "rollup_callers": "phase_rollup_callers"}
+
+
+class Engine:
+    """One store's DuckDB side, shared by every question ``Profiles`` asks. Reuses one DuckDB connection
+    until ``refresh()``."""
+
+    def __init__(
+        self,
+        store: Store | str | None = None,
+        *,
+        source_prefix: str | None = None,
+        timeout: float | None = None,
+        memory_limit: str | None = None,
+        interruptible: bool | None = None,
+    ) -> None:
+        """``source_prefix`` limits every question to stats files read from below that path or URI.
+        ``timeout`` (seconds) stops any one query that runs longer (QueryLimitError); ``memory_limit``
+        ('4GB') caps DuckDB's memory instead of its default 80% of RAM. With a timeout (or
+        ``interruptible=True``) Ctrl-C stops a running query too (KeyboardInterrupt)."""
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.source_prefix = source_prefix
+        self.bounds = Bounds(timeout, memory_limit, interruptible=interruptible)
+        self._snapshot: Snapshot | None = None
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._files: dict[str, FileSpans] = {}
+        # A second cursor on the same database and the thread that uses it: a fetch that will need the
+        # caller edges (pstats) aggregates them there while this thread aggregates the functions.
+        self._side: tuple[duckdb.DuckDBPyConnection, ThreadPoolExecutor] | None = None
+        # Answers that only change with the store's version (jobs, scope summaries), kept until refresh().
+        self._memo: dict[tuple[Any, ...], Any] = {}
+        # The read-only connection of sql() and the fetch connection it was made beside.
+        self._sql_con: tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection] | None = None
+
+    # -- connection -------------------------------------------------------------------------------
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The fetch connection, every table of the store open (for SQL of the caller's own)."""
+        return self._connection(ALL_TABLES)
+
+    def _connection(self, tables: Iterable[str] = ()) -> duckdb.DuckDBPyConnection:
+        """The fetch connection with at least intervals and ``tables`` open. Each other table opens when a
+        query first names it, at the version it had when the connection was made (a Snapshot): a command
+        pays for the tables it reads, ~10 ms each, and still sees one version of each."""
+        if self._snapshot is None:
+            snapshot = Snapshot(self.store)
+            queries.install_macros(snapshot.con)
+            self.bounds.configure(snapshot.con)
+            self._snapshot, self._con, self._files = snapshot, snapshot.con, snapshot.files
+        return self._snapshot.open(tables)
+
+    def _connection_for(self, *names: str) -> duckdb.DuckDBPyConnection:
+        """The fetch connection with the tables that queries/<name>.sql of each name read open."""
+        return self._connection(frozenset().union(*map(_tables_of, names)))
+
+    def refresh(self) -> None:
+        """Forget the cached view of the store, so the next question sees what was ingested since."""
+        if self._side is not None:
+            cursor, thread = self._side
+            thread.shutdown(wait=True)
+            cursor.close()
+            self._side = None
+        if self._con is not None:
+            self._con.close()
+        self._snapshot, self._con, self._files = None, None, {}
+        self._memo.clear()
+
+    def _memoised(self, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+        if key not in self._memo:
+            self._memo[key] = compute()
+        answer: T = self._memo[key]
+        return answer
+
+    def close(self) -> None:
+        self.refresh()
+        self.bounds.close()
+
+    def _fresh(self, call: Callable[[], T]) -> T:
+        """``call()``; if compaction's vacuum removed files this reader had listed, refresh once and
+        call again; if the fresh snapshot's files are missing too, the store is damaged (StoreError,
+        pointing at ``proflake check``)."""
+        try:
+            return call()
+        except Exception as e:
+            if not is_vacuumed(e):
+                raise
+        self.refresh()
+        try:
+            return call()
+        except Exception as e:
+            if is_vacuumed(e):  # the fresh snapshot's own files are missing: damage, not compaction
+                raise StoreError(MISSING) from e
+            raise
+
+    def _run(self, name: str, params: dict[str, Any]) -> pa.Table:
+        """Run queries/<name>.sql on the fetch connection, within the time limit and interruptible (the
+        one place a question reaches the engine; proflake.spark answers the same questions on Spark by
+        overriding it)."""
+        con = self._connection_for(name)
+        return self.bounds.run(con, lambda: queries.run_named(con, name, params))
+
+    def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
+        """The intervals a selection query picks (it returns their rowids), in the query's order."""
+        rows = self._run(query, params)["interval_row"]
+        return arrowfn.take(self._intervals(), rows)
+
+    def intervals_table(self) -> pa.Table:
+        """Every interval of the current view of the store (the ``intervals`` view, all sources), as Arrow."""
+        return self._intervals()
+
+    def _intervals(self) -> pa.Table:
+        """The connection's intervals table as Arrow, row i being the row whose rowid is i (a snapshot
+        nothing writes to, so its rowids run 0..n-1). Selection queries return rowids; the columns are
+        gathered here (why: docs/internals.md, "Selections return row ids").
+        """
+        return self._memoised(
+            ("intervals",),
+            lambda: self.bounds.run(
+                self._connection(), lambda: self._connection().sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
+            ),
+        )
+
+    def _rollup(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> pa.Table:
+        try:
+            return self._run(*self._rollup_query(selection, rollup, params))
+        except Exception as e:
+            if is_vacuumed(e):  # a FetchResult's later roll-up (callers, pstats) over a compacted store
+                raise StaleSnapshotError(STALE + "; then fetch again") from e
+            raise
+
+    def _rollup_aside(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> Future[pa.Table] | None:
+        """``_rollup`` on the second cursor's thread. DuckDB releases the GIL while it runs a query, so
+        the two aggregations share the cores; the query and its parameters are settled on this thread.
+
+        None for a store on S3: its tables are Arrow datasets registered on the first connection only,
+        which a cursor does not see; the roll-up then runs when it is first asked for."""
+        if self.store.is_remote:
+            return None
+        name, values = self._rollup_query(selection, rollup, params)
+        if self._side is None:
+            self._side = (self._connection().cursor(), ThreadPoolExecutor(1, thread_name_prefix="proflake-rollup"))
+        cursor, thread = self._side
+        return thread.submit(queries.run_named, cursor, name, values)
+
+    def _rollup_query(self, selection: pa.Table, rollup: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The query that answers a roll-up over the selected intervals, and its parameters (the tables
+        it reads opened)."""
+        if rollup in _PHASE_ROLLUPS and self._phase_rollups_answer(params):
+            self._connection_for(_PHASE_ROLLUPS[rollup])
+            return _PHASE_ROLLUPS[rollup], params
+        self._connection_for(rollup)
+        return rollup, rollup_parameters(selection, params, self._files)
+
+    def _phase_rollups_answer(self, params: dict[str, Any]) -> bool:
+        """Whether the pre-summed phase tables hold this roll-up: a question about every interval of
+        whole jobs (no source prefix) whose phase roll-ups were built from their live intervals."""
+        if params.get("method") not in ("by_training_phase", "by_job_phase") or params["source_prefix"] is not None:
+            return False
+        fresh, live = self._memoised(("phase_rollups",), lambda: self._phase_rollup_state())
+        wanted = live if params["job_ids"] is None else set(params["job_ids"])
+        return wanted <= fresh
+
+    def _phase_rollup_state(self) -> tuple[set[str], set[str]]:
+        con = self._connection_for("phase_fingerprints", "phase_built_from")
+        return rollups.fresh_jobs(con), set(rollups.live_fingerprints(con))
+
+    def aggregate(self, query: str, selected: pa.Table, params: dict[str, Any]) -> pa.Table:
+        """Run queries/<query>.sql over selected intervals, with the roll-up parameters (rollup_parameters)."""
+        if type(self).connection is not Engine.connection:
+            self.connection()  # an engine of its own (SparkProfiles) has no DuckDB connection, and says so
+        con = self._connection_for(query)
+        return queries.run_named(con, query, rollup_parameters(selected, params, self._files))
+
+    def sql(self, query: str, params: dict[str, Any] | None = None) -> pa.Table:
+        """Ad hoc SQL over the store's tables and convenience views (intervals, function_stats,
+        step_wall_time, ...), on a read-only connection (etl/proflake/query/readonly.py): only queries run, and ``params``
+        are bound by DuckDB as named parameters ($name), never pasted into the SQL."""
+        from proflake.query import readonly
+
+        def run() -> pa.Table:
+            con = self._sql_connection()
+            return self.bounds.run(con, lambda: readonly.run(con, query, params))
+
+        return self._fresh(run)
+
+    def sql_schema(self) -> pa.Table:
+        """The tables and views ``sql`` sees, one row per column: name, kind, position, column_name, data_type."""
+        from proflake.query import readonly
+
+        def run() -> pa.Table:
+            con = self._sql_connection()
+            return self.bounds.run(con, lambda: readonly.schema(con))
+
+        return self._fresh(run)
+
+    def _sql_connection(self) -> duckdb.DuckDBPyConnection:
+        """The read-only connection of ``sql``, rebuilt whenever the fetch connection is (after ``refresh()``),
+        so both see the same version of the store."""
+        from proflake.query import readonly
+
+        base = self._connection()
+        cached = self._sql_con
+        if cached is not None and cached[0] is base:
+            return cached[1]
+        if cached is not None:
+            cached[1].close()
+        con = readonly.connect(self.store, self.bounds)
+        self._sql_con = (base, con)
+        return con
+
+
+@cache
+def _tables_of(query: str) -> frozenset[str]:
+    """The store's tables queries/<query>.sql reads."""
+    return tables_named(queries.query_text(query))
+
