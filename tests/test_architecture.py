@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "etl" / "proflake"
 
 # Highest first. A name is a subpackage or a top-level module of proflake; names on one line share a layer
@@ -38,8 +36,6 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 MAX_LINES = 400
-# Modules allowed over MAX_LINES until the issue that owns them splits them; each entry names why.
-OVERSIZE_ALLOWED: dict[str, str] = {}
 
 
 def _modules() -> dict[str, Path]:
@@ -161,17 +157,9 @@ def test_modules_stay_small():
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
         lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines > MAX_LINES and rel not in OVERSIZE_ALLOWED:
+        if lines > MAX_LINES:
             big[rel] = lines
     assert not big, f"modules over {MAX_LINES} lines (split them): {big}"
-
-
-@pytest.mark.parametrize("allowed", sorted(OVERSIZE_ALLOWED))
-def test_oversize_allowances_are_still_needed(allowed):
-    path = PACKAGE / allowed
-    assert path.exists() and len(path.read_text(encoding="utf-8").splitlines()) > MAX_LINES, (
-        f"{allowed} is gone or small now: remove it from OVERSIZE_ALLOWED"
-    )
 
 
 def test_import_proflake_is_cheap_and_the_library_never_imports_the_cli():
