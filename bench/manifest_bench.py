@@ -42,13 +42,15 @@ def simulated_store(location: Path, intervals: int) -> None:
         n = min(chunk, intervals - start)
         i = np.arange(start, start + n)
         job, node, step = i // 4000, (i // 1000) % 4, i % 1000
+        # Ids and versions look random, as blake2b ids and S3 ETags do (sequential ones compress to nothing).
+        scrambled = i.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         start_us = (1.7e15 + step * 1e6).astype(np.float64)
         uris = [f"s3://ml-profiles/jobs/job-{j:05d}/framework/pytorch/cprofile/algo-{k + 1}/"
                 f"{int(s)}_train-{t}-stepstart-{int(s)}_train-{t}-stepend-{int(s) + 900_000}/python_stats"
                 for j, k, t, s in zip(job, node, step, start_us)]
         times = pa.array((start_us).astype("int64"), pa.timestamp("us", tz="UTC"))
         columns = {
-            "interval_id": pa.array([f"{x:020x}" for x in i]),
+            "interval_id": pa.array([f"{x:020x}" for x in scrambled]),
             "batch_id": pa.array(["20260101T000000000000Z-abcdef"] * n),
             "job_id": pa.array([f"job-{j:05d}" for j in job]),
             "framework": pa.array(["pytorch"] * n),
@@ -59,7 +61,7 @@ def simulated_store(location: Path, intervals: int) -> None:
             "end_time_us": pa.array(start_us + 9e5), "end_time": times,
             "job_phase": pa.array(["train"] * n), "profiler": pa.array(["cprofile"] * n), "layout": pa.array(["current"] * n),
             "duration_s": pa.array(np.full(n, 0.9)), "source_uri": pa.array(uris), "html_uri": pa.nulls(n, pa.string()),
-            "source_size": pa.array(np.full(n, 34_000)), "source_version": pa.array([f'"{x:032x}"' for x in i]),
+            "source_size": pa.array(np.full(n, 34_000)), "source_version": pa.array([f'"{x:016x}{x ^ 0x5bd1e995:016x}"' for x in scrambled]),
             "function_count": pa.array(np.full(n, 300)), "profiled_seconds": pa.array(np.full(n, 0.8)),
             "is_empty": pa.array(np.zeros(n, bool)),
             "ingested_at": pa.array([datetime(2026, 1, 1, tzinfo=timezone.utc)] * n, pa.timestamp("us", tz="UTC")),

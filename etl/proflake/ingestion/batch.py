@@ -33,39 +33,22 @@ from datetime import datetime, timezone
 from typing import Any
 
 from proflake.errors import StoreError
-from proflake.ingestion.allocator import (
-    _enter_system_allocator,
-    _leave_system_allocator,
-    _on_system_allocator,
-)
-from proflake.ingestion.bookkeeping import (
-    clean_up,
-    missing_tables,
-    new_batch_id,
-    record_event,
-    unfinished_batches,
-)
+from proflake.ingestion.allocator import _enter_system_allocator, _leave_system_allocator, _on_system_allocator
+from proflake.ingestion.bookkeeping import clean_up, missing_tables, new_batch_id, record_event, unfinished_batches
 from proflake.ingestion.bookkeeping import repair as repair_store
-from proflake.ingestion.commit import (
-    FactCommitter,
-    IntervalRows,
-    clear_spool,
-    interval_id,
-    interval_keys,
-    interval_row,
-)
+from proflake.ingestion.commit import FactCommitter, IntervalRows, clear_spool, interval_id, interval_keys, interval_row
 from proflake.ingestion.failures import blamed_on_the_cause, record_stop
 from proflake.ingestion.listing import (
     Candidate,
     SortedListing,
     claim_intervals,
     discover,
-    job_folder,
     job_id_for,
     printable,
     read_ahead,
     source_prefix,
 )
+from proflake.ingestion.manifest import Manifest
 from proflake.ingestion.report import FailedFile, IngestReport, Progress
 from proflake.schema import ALL_TABLES, DERIVED_TABLES, INTERVAL_KEY_COLUMNS
 from proflake.sources import Source, SourceObject, open_source
@@ -176,12 +159,15 @@ class Batch:
                                    whole_store=whole_store)
         self.replaced: dict[str, str] = {}  # source_uri -> interval_id of the version being replaced
         self.empty = False  # no run has written to the store yet
-        self.known: dict[str, tuple[str, int, str]] = {}  # source_uri -> (interval_id, size, version) ingested
-        # A full refresh: the live intervals ingested from under the source (source_uri -> interval_id),
-        # which its commit replaces; and whether they are every live interval of the store.
-        self.covered: dict[str, str] = {}
+        # The store's live intervals, compared with the listing in DuckDB (etl/proflake/ingestion/manifest.py):
+        # what comes back is bounded by the batch, not by the store.
+        self.manifest: Manifest | None = None
+        self.known: dict[str, tuple[str, int, str]] = {}  # a changed file's source_uri -> its live (interval_id, size, version)
+        # A full refresh: how many live intervals came from under the source, which its commit
+        # replaces; and whether they are every live interval of the store.
+        self.covered = 0
         self.covers_store = False
-        self.existing: dict[tuple, str] = {}  # the store's live intervals: key -> source_uri
+        self.existing: dict[tuple, str] = {}  # the live intervals the batch's files name: key -> source_uri
         self.partials: dict[str, list[str]] = {}  # phase roll-up -> the workers' files of partial sums
         self.committer: FactCommitter | None = None
         self.intervals: IntervalRows | None = None
@@ -212,6 +198,7 @@ class Batch:
         lock = StoreLock(st, wait=wait, purpose="proflake ingest")
         with self.pool, lock, contextlib.ExitStack() as stack:
             stack.enter_context(blamed_on_the_cause(lock, st))
+            stack.callback(self.close_manifest)
             self.repair()
             listing = self.list()
             stack.callback(listing.close)  # its temporary file, if it wrote one
@@ -249,27 +236,33 @@ class Batch:
         self.empty = all(st.delta(name).version() == 0 for name in ("batches", "intervals"))
         self.report.repaired = [] if self.empty else repair_store(st, log=self.say)
         clear_spool(st)
-        self.known = {} if self.empty else st.ingested_versions()
-        if self.full_refresh:
-            prefix = source_prefix(self.src)
-            self.covered = {uri: v[0] for uri, v in self.known.items() if self.whole_store or uri.startswith(prefix)}
-            self.covers_store = len(self.covered) == len(self.known)
-            self.known = {}  # every file is parsed again
+        if self.empty:
+            return
+        self.manifest = Manifest(st)
+        if self.full_refresh:  # every file is parsed again: nothing is compared with the listing
+            self.covered, live = self.manifest.count_live(None if self.whole_store else source_prefix(self.src))
+            self.covers_store = self.covered == live
 
     def list(self) -> SortedListing:
         """Step 2: the source's new or changed stats files. Workers take a moment to start: they start
         at the first new file listed, and are ready when its bytes are."""
-        return discover(self.src, self.report, self.bar, self.fail, self.known, self.job_id, listed=lambda obj: self.pool.start())
+        compare = None if self.full_refresh else self.manifest
+        return discover(self.src, self.report, self.bar, self.fail, self.known, self.job_id,
+                        listed=lambda obj: self.pool.start(), manifest=compare)
 
     def claim(self, listing: SortedListing) -> Iterator[tuple[Candidate, str]] | None:
         """Step 3: the files to parse, one per interval, with their jobs; None when there is nothing to
         commit (nothing new, and not a full refresh)."""
-        if not (self.empty or not listing.count or self.covers_store):
-            # Other files' intervals: a file naming one of them is a duplicate (the full refresh's own
-            # earlier generations excepted, which it replaces).
-            self.existing = {k: u for k, u in self.store.interval_keys().items() if u not in self.covered}
         # Jobs named after their folders: the store's jobs' folders, so a namesake from elsewhere is refused.
-        folders = None if self.job_id else {key[0]: job_folder(uri) for key, uri in self.existing.items()}
+        folders: dict[str, str] | None = None if self.job_id else {}
+        if not (self.empty or not listing.count or self.covers_store):
+            assert self.manifest is not None
+            # Other files' intervals: a file naming one of them is a duplicate (the full refresh's own
+            # earlier generations excepted, which it replaces); only those the listing names come back.
+            self.existing, taken = self.manifest.claim_context(
+                listing, outside=source_prefix(self.src) if self.full_refresh else None, qualify=self.qualify_jobs and not self.job_id)
+            folders = None if self.job_id else taken
+        self.close_manifest()  # its DuckDB memory and spills are not needed past this point
         todo = claim_intervals(listing, self.existing, self.known, self.replaced, self.fail, self.max_file_mb, self.bar, folders, self.qualify_jobs)
         self.bar.reading(listing.count, listing.bytes)
         first = next(todo, None)
@@ -374,7 +367,7 @@ class Batch:
         report.rows = {"intervals": intervals.num_rows, **committer.rows}
         report.new_intervals = intervals.num_rows
         report.replaced_intervals = len(self.replaced)
-        report.removed_intervals = len(self.covered)
+        report.removed_intervals = self.covered
         return ingested
 
     def clean_up(self, ingested: set[str]) -> None:
@@ -384,6 +377,11 @@ class Batch:
                  full_refresh=self.full_refresh, covers_store=self.covers_store, replaced=self.replaced,
                  empty=self.empty, partials=self.partials, say=self.say,
                  prefix="" if self.whole_store else source_prefix(self.src))
+
+    def close_manifest(self) -> None:
+        if self.manifest is not None:
+            self.manifest, manifest = None, self.manifest
+            manifest.close()
 
     def record_failure(self, error: BaseException, lock: StoreLock) -> None:
         """'failed' or 'interrupted' in ``batches`` (proflake.ingestion.failures.record_stop)."""

@@ -3,6 +3,7 @@ and the repair of batches a killed run left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pyarrow as pa
 
 from proflake.errors import StoreError
 from proflake.ingestion.commit import clear_spool
+from proflake.ingestion.manifest import Manifest, bounded_duckdb
 from proflake.ingestion.report import IngestReport
 from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
@@ -28,17 +30,22 @@ def new_batch_id(now: datetime) -> str:
 
 
 
-def update_quarantine(store: Store, report: IngestReport, ingested: set[str], now: datetime, prefix: str | None = None) -> None:
+def update_quarantine(
+    store: Store, report: IngestReport, ingested: set[str], now: datetime, prefix: str | None = None, manifest: Manifest | None = None
+) -> None:
     """Add this run's failures, count repeats, release files that ingested (or are already in), and
     close the open entries under ``prefix`` (the source this run listed) whose file was not seen again:
-    every quarantined file still there is retried, so one that neither failed nor ingested is gone."""
+    every quarantined file still there is retried, so one that neither failed nor ingested is gone.
+    ``manifest``: the store's live intervals, as committed (opened here when not given)."""
     columns = arrow_schema("ingest_errors").names
     stored = set(store.delta("ingest_errors").schema().to_arrow().names)  # older stores lack closed_at
     read = [c for c in columns if c in stored]
     current = [{**dict.fromkeys(columns), **dict(zip(read, row))} for row in store.rows("ingest_errors", read)]
     if not current and not report.failed:
         return
-    live = set(store.ingested_versions())
+    # Of the quarantined files, those a live interval came from (the quarantine's size, not the store's).
+    with contextlib.nullcontext(manifest) if manifest is not None else Manifest(store) as live_intervals:
+        live = live_intervals.live_uris(row["source_uri"] for row in current)
     failed = {f.uri: f for f in report.failed}
     rows = []
     for row in current:
@@ -73,13 +80,12 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
     unfinished = unfinished_batches(store)
     if not unfinished:
         return []  # the usual case, answered without the views of store.connect()
-    con = store.connect()
-    committed = {row[0] for row in con.sql("SELECT DISTINCT batch_id FROM intervals").fetchall()}
+    with Manifest(store) as manifest:
+        committed = manifest.live_batches(among=unfinished)
     now = datetime.now(timezone.utc)
     abandoned = [b for b in unfinished if b not in committed]
     if abandoned:
         store.delete_rows_of("batch_id", abandoned)
-    con.close()
     if any(b in committed for b in unfinished):
         # Intervals committed, clean-up maybe not: drop facts whose interval is no longer live.
         delete_orphan_facts(store)
@@ -136,7 +142,9 @@ def delete_orphan_facts(store: Store, con: duckdb.DuckDBPyConnection | None = No
     A batch none of whose intervals is live goes in one delete per table (a full refresh of a nightly
     source drops every earlier batch whole); otherwise only its intervals that are not live."""
     own = con is None
-    con = con or store.connect(tables=FACT_TABLES, snapshot_intervals=False)
+    bounded = contextlib.ExitStack()
+    # The anti-join of every fact row with the live interval ids spills beyond a memory limit (manifest.py).
+    con = con or store.connect(bounded.enter_context(bounded_duckdb()), tables=FACT_TABLES, snapshot_intervals=False)
     try:
         live_batches = {row[0] for row in con.sql("SELECT DISTINCT batch_id FROM intervals").fetchall()}
         dead_batches: set[str] = set()
@@ -150,6 +158,7 @@ def delete_orphan_facts(store: Store, con: duckdb.DuckDBPyConnection | None = No
     finally:
         if own:
             con.close()
+            bounded.close()
     if dead_batches:
         store.delete_rows_of("batch_id", sorted(dead_batches))
     if orphans:
@@ -205,18 +214,20 @@ def clean_up(
     """A batch's step 6 (proflake.ingestion.batch.Batch.clean_up): delete the rows no view shows any more
     (``committed``: the batch wrote intervals), update the quarantine (releasing the files in
     ``ingested``, closing the entries under ``prefix`` whose file is gone) and the phase roll-ups."""
-    if committed:
-        if full_refresh and covers_store:
-            for name in FACT_TABLES:
-                store.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
-        elif full_refresh:
-            delete_orphan_facts(store)  # the earlier generations' facts, and nothing live
-        elif replaced:
-            store.delete_rows_of("interval_id", sorted(replaced.values()))
-        if not (full_refresh and covers_store):
-            live = {row[0] for row in store.rows("intervals", ["batch_id"])}
-            for dead in delete_dead_batches(store, live):
-                say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
-    if report.failed or not empty:
-        update_quarantine(store, report, ingested, now, prefix)
+    with contextlib.ExitStack() as stack:
+        # The live intervals as committed, read where they lie (etl/proflake/ingestion/manifest.py).
+        manifest = stack.enter_context(Manifest(store)) if (committed or not empty) and store.exists() else None
+        if committed:
+            if full_refresh and covers_store:
+                for name in FACT_TABLES:
+                    store.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
+            elif full_refresh:
+                delete_orphan_facts(store)  # the earlier generations' facts, and nothing live
+            elif replaced:
+                store.delete_rows_of("interval_id", sorted(replaced.values()))
+            if not (full_refresh and covers_store) and manifest is not None:
+                for dead in delete_dead_batches(store, manifest.live_batches()):
+                    say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
+        if report.failed or not empty:
+            update_quarantine(store, report, ingested, now, prefix, manifest)
     refresh_phase_rollups(store, report.batch_id, log=say, partials=partials)

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from proflake.errors import LayoutError, ProflakeError
 from proflake.ingestion.report import IngestReport, Progress
@@ -29,6 +29,9 @@ from proflake.layout import (
     parse_stats_path,
 )
 from proflake.sources import Source, SourceObject
+
+if TYPE_CHECKING:
+    from proflake.ingestion.manifest import Manifest
 
 
 @dataclass(slots=True)
@@ -70,12 +73,17 @@ def qualified_job(job: str, folder: str, job_folders: dict[str, str]) -> str:
     """The shortest id for the job in ``folder`` that ends with ``job``'s own and keeps one more parent
     folder each time it is taken by another folder (``team-b/run-7``, then ``data/team-b/run-7``);
     recorded in ``job_folders``. The same folder gets the same id on every run."""
-    parts = [part for part in folder.split("/") if part]
-    for length in range(len(job.split("/")) + 1, len(parts) + 1):
-        candidate = "/".join(parts[-length:])
+    *tried, last = job_candidates(job, folder)
+    for candidate in tried:
         if job_folders.setdefault(candidate, folder) == folder:
             return candidate
-    return folder
+    return last
+
+
+def job_candidates(job: str, folder: str) -> list[str]:
+    """The ids ``qualified_job`` tries, in order, for the job ``job`` in ``folder``; the folder last."""
+    parts = [part for part in folder.split("/") if part]
+    return [*("/".join(parts[-length:]) for length in range(len(job.split("/")) + 1, len(parts) + 1)), folder]
 
 
 def source_prefix(src: Source) -> str:
@@ -99,12 +107,14 @@ def discover(
     known: dict[str, tuple[str, int, str]],
     job_id: str | None = None,
     listed: Callable[[SourceObject], None] = lambda obj: None,
+    manifest: Manifest | None = None,
 ) -> SortedListing:
     """The listing's new or changed intervals, to be read in (job, node, start time, path) order.
 
-    A stats file already ingested at the same size and version (``known``: source_uri -> (interval_id,
-    size, version)) is only counted: a nightly re-run finds nearly every file unchanged, and parsing
-    those paths was a third of its time. ``listed`` sees each new or changed stats file as it is found.
+    With ``manifest`` (the store's live intervals), a stats file already ingested at the same size and
+    version is only counted: a nightly re-run finds nearly every file unchanged, and parsing those
+    paths was a third of its time; ``known`` gets the changed files' previous versions (source_uri ->
+    (interval_id, size, version)). ``listed`` sees each new or changed stats file as it is found.
     ``job_id``: every interval's job, instead of the folder above framework/.
     """
     listing = SortedListing()
@@ -120,10 +130,12 @@ def discover(
         elif folder.json is None and folder.html is not None and _parsed_path(folder.html, report, fail) is not None:
             report.unrecognised.append(folder.html.uri)  # an html without its json holds nothing to ingest
 
-    for obj in src.list():
-        report.files_seen += 1
-        if report.files_seen % 1000 == 0:
-            bar.listing(report.files_seen)
+    objects = _counted(src.list(), report, bar)
+    if manifest is not None:
+        # The unchanged files and the htmls beside an unchanged json never come back from the store's
+        # comparison (etl/proflake/ingestion/manifest.py), which reads the whole listing first.
+        objects = manifest.changed(objects, source_prefix(src), known)
+    for obj in objects:
         while folders and obj.parts[: len(folders[-1].parts)] != folders[-1].parts:
             settle(folders.pop())
         if obj.problem:
@@ -141,12 +153,6 @@ def discover(
             if name == PYINSTRUMENT_HTML_FILE:
                 folder.html = obj
                 continue
-        previous = known.get(obj.uri)
-        if previous is not None and previous[1:] == (obj.size, obj.version):
-            report.unchanged += 1
-            if name == PYINSTRUMENT_JSON_FILE:
-                folder.json = _UNCHANGED
-            continue
         path = _parsed_path(obj, report, fail)
         if path is None:
             continue
@@ -163,8 +169,17 @@ def discover(
     while folders:
         settle(folders.pop())
     bar.listing(report.files_seen)
+    report.unchanged = manifest.unchanged if manifest is not None else 0
     report.intervals_seen = report.unchanged + listing.count
     return listing
+
+
+def _counted(objects: Iterable[SourceObject], report: IngestReport, bar: Progress) -> Iterator[SourceObject]:
+    for obj in objects:
+        report.files_seen += 1
+        if report.files_seen % 1000 == 0:
+            bar.listing(report.files_seen)
+        yield obj
 
 
 def claim_intervals(
@@ -239,16 +254,13 @@ def _object_fields(obj: SourceObject) -> tuple[str, tuple[()], int, str]:
     return (obj.uri, (), obj.size, obj.version)
 
 
-_UNCHANGED = "unchanged"
-
-
 @dataclass(slots=True)
 class _Folder:
     """A folder of the listing that holds a pyinstrument html or json, until it is settled."""
 
     parts: tuple[str, ...]
     html: SourceObject | None = None
-    json: tuple | str | None = None  # its listing entry (awaiting the html), _UNCHANGED, or None
+    json: tuple | None = None  # its listing entry (awaiting the html), or None
 
 
 # Listing entries held in memory: beyond that many, each run of them is sorted and written to a
@@ -287,8 +299,7 @@ class SortedListing:
     def __iter__(self) -> Iterator[tuple]:
         if not self._runs:
             self._held.sort(key=_sort_key)
-            held, self._held = self._held, []
-            return iter(held)
+            return iter(self._held)  # read twice (the store's comparison, then the claim): kept
         if self._held:
             self._write_run()
         return heapq.merge(*(self._read_run(offset, blocks) for offset, blocks in self._runs), key=_sort_key)

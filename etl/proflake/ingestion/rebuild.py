@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from proflake.ingestion.listing import source_prefix
+from proflake.ingestion.manifest import Manifest
 from proflake.sources.base import Source
 from proflake.store.store import Store
 
@@ -42,10 +43,9 @@ def rebuild_plan(src: Source, store: Store) -> RebuildPlan:
     plan = RebuildPlan(store=store.location, source=src.uri)
     if not store.exists():
         return plan
-    prefix = source_prefix(src)
-    for job_id, uri in store.rows("intervals", ["job_id", "source_uri"]):
-        if uri.startswith(prefix):
-            plan.replaced += 1
-        else:
-            plan.deleted[job_id] += 1
+    with Manifest(store) as manifest:  # counted by DuckDB: one row per job comes back
+        for job_id, under, elsewhere in manifest.jobs_under(source_prefix(src)):
+            plan.replaced += under
+            if elsewhere:
+                plan.deleted[job_id] += elsewhere
     return plan

@@ -319,15 +319,6 @@ class Store:
         snapshot = Snapshot(self, connection, tables=ALL_TABLES if tables is None else tables, snapshot_intervals=snapshot_intervals)
         return snapshot.con, snapshot.files
 
-    def interval_keys(self) -> dict[tuple, str]:
-        """(job_id, profiler, node_id, start_time_us, end_time_us, start_mode, end_mode) -> source_uri of
-        every live interval."""
-        if not self.exists():
-            return {}
-        columns = ["job_id", "profiler", "node_id", "start_time_us", "end_time_us", "start_mode", "end_mode", "source_uri"]
-        rows = self.rows("intervals", columns)
-        return {row[:-1]: row[-1] for row in rows}
-
     def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str) -> None:
         """Replace every row of ``job_ids`` in a derived table with ``rows`` (None: just delete), in one commit."""
         if not job_ids:
@@ -342,15 +333,9 @@ class Store:
         """Overwrite a small bookkeeping table in one commit."""
         self._overwrite(name, rows, None, batch_id)
 
-    def ingested_versions(self) -> dict[str, tuple[str, int, str]]:
-        """source_uri -> (interval_id, size, version) for every live interval."""
-        if not self.exists():
-            return {}
-        rows = self.rows("intervals", ["source_uri", "interval_id", "source_size", "source_version"])
-        return {row[0]: row[1:] for row in rows}
-
     def rows(self, name: str, columns: Sequence[str]) -> list[tuple]:
-        """Some columns of every row of a table, as tuples: the bookkeeping reads of every ingest run.
+        """Some columns of every row of a table, as tuples: for the bookkeeping tables (ingest compares
+        its listing with ``intervals`` in DuckDB instead: etl/proflake/ingestion/manifest.py).
 
         A local table is read by DuckDB: deltalake's reader goes through pyarrow.dataset, whose import
         brings pandas, a third of a second on every nightly run that finds nothing new."""
