@@ -115,12 +115,12 @@ class Manifest:
             ).fetchone()
             self.unchanged = listed["count"] - (written[0] if written else 0)
             # An html stays when its folder's json changed or is not there (then it is reported alone).
-            rows = self.con.execute(
+            rows = self.con.sql(
                 f"SELECT c.seq, m.interval_id, m.source_size, m.source_version FROM read_parquet($changed) AS c "
                 f"LEFT JOIN {live} AS m ON m.source_uri = c.uri "
                 "WHERE c.kind <> 2 OR c.folder IN (SELECT folder FROM read_parquet($changed) WHERE kind = 1) "
                 "OR c.folder NOT IN (SELECT folder FROM read_parquet($listing) WHERE kind = 1) ORDER BY c.seq",
-                {**params, "listing": listed["path"], "changed": path},
+                params={**params, "listing": listed["path"], "changed": path},
             ).to_arrow_reader(4096)
             yield from _kept(rows, blocks, previous)
         finally:
@@ -131,35 +131,39 @@ class Manifest:
         file's folder is numbered as ingest's listing tells folders apart (a source lists a folder's
         objects together, a subfolder's perhaps between them: etl/proflake/sources/base.py)."""
         path = self._spill_path("listing.parquet")
-        columns: list[list] = [[] for _ in _LISTED]
+        columns: list[list] = [[] for _ in _LISTED.names[1:]]  # seq: the position, added when written
+        uris, sizes, versions, kinds, numbers = columns
         count, under, folders, numbered = 0, True, [], 0
         try:
             blocks = _Blocks()
         except OSError as e:
             raise _spill_error(e) from e
+        hold = blocks.add
         try:
             with pq.ParquetWriter(path, _LISTED, compression="none") as writer:
-                for seq, obj in enumerate(objects):
-                    blocks.add(obj)
+                for obj in objects:
+                    hold(obj)
                     count += 1
-                    parts = obj.parts
+                    uri, parts, problem = obj.uri, obj.parts, obj.problem
                     while folders and parts[: len(folders[-1][0])] != folders[-1][0]:
                         folders.pop()
                     # As ingest's listing does: a problem object is never paired (it is reported as it is).
-                    kind = 0 if obj.problem or not parts else _KINDS.get(parts[-1], 0)
+                    kind = 0 if problem or not parts else _KINDS.get(parts[-1], 0)
                     folder = None
                     if kind:
                         if not folders or folders[-1][0] != parts[:-1]:
                             numbered += 1
                             folders.append((parts[:-1], numbered))
                         folder = folders[-1][1]
-                    uri = None if obj.problem or not _is_utf8(obj.uri) else obj.uri
-                    under = under and obj.uri.startswith(prefix)
-                    for column, value in zip(columns, (seq, uri, obj.size, obj.version, kind, folder)):
-                        column.append(value)
-                    if len(columns[0]) >= _CHUNK:
-                        _write_chunk(writer, columns, _LISTED)
-                _write_chunk(writer, columns, _LISTED)
+                    under = under and uri.startswith(prefix)
+                    uris.append(None if problem or not (uri.isascii() or _is_utf8(uri)) else uri)
+                    sizes.append(obj.size)
+                    versions.append(obj.version)
+                    kinds.append(kind)
+                    numbers.append(folder)
+                    if len(uris) >= _CHUNK:
+                        _write_chunk(writer, count - len(uris), columns, _LISTED)
+                _write_chunk(writer, count - len(uris), columns, _LISTED)
             blocks.finish()
         except OSError as e:
             blocks.close()
@@ -190,8 +194,8 @@ class Manifest:
                         for column, value in zip(columns, (job_id, p.profiler, node_id, start_time_us, p.end_time_us, p.start_mode, p.end_mode)):
                             column.append(value)
                     if len(columns[0]) >= _CHUNK:
-                        _write_chunk(writer, columns, _KEYS)
-                _write_chunk(writer, columns, _KEYS)
+                        _write_chunk(writer, None, columns, _KEYS)
+                _write_chunk(writer, None, columns, _KEYS)
         except OSError as e:
             raise _spill_error(e) from e
         live = self._live("" if outside is None else "WHERE NOT starts_with(source_uri, $prefix)")
@@ -321,9 +325,13 @@ class _Blocks:
         self._file.close()
 
 
-def _write_chunk(writer: pq.ParquetWriter, columns: list[list], schema: pa.Schema) -> None:
+def _write_chunk(writer: pq.ParquetWriter, first: int | None, columns: list[list], schema: pa.Schema) -> None:
+    """Write ``columns`` as one batch (led by a position column from ``first``, unless None) and empty them."""
     if columns[0]:
-        writer.write_batch(pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema))
+        arrays = [pa.array(c, f.type) for c, f in zip(columns, list(schema)[-len(columns):])]
+        if first is not None:
+            arrays.insert(0, pa.array(range(first, first + len(columns[0])), pa.int64()))
+        writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
         for column in columns:
             column.clear()
 
