@@ -189,3 +189,17 @@ def test_the_comparison_leaves_no_temporary_folder_and_clears_a_killed_run_s(tmp
     steps(JobBuilder(tmp_path / "src" / "job"), "algo-1", 1, first=5)
     assert ingest(str(tmp_path / "src"), store, workers=1).new_intervals == 1
     assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("proflake-manifest-")] == []
+
+
+def test_a_run_that_compares_with_the_store_does_not_import_pandas(tmp_path):
+    """pyarrow's conversion of Python lists imports pandas (half a second of a nightly re-run)."""
+    steps(JobBuilder(tmp_path / "src" / "job"), "algo-1", 2)
+    ingest(str(tmp_path / "src"), str(tmp_path / "store"), workers=1)
+    steps(JobBuilder(tmp_path / "src" / "job"), "algo-1", 1, first=4)
+    code = (
+        "import sys; from proflake.ingestion.batch import ingest; "
+        f"report = ingest({str(tmp_path / 'src')!r}, {str(tmp_path / 'store')!r}, workers=1); "
+        "print(report.unchanged, report.new_intervals, 'pandas' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["2", "1", "False"]

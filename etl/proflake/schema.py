@@ -133,6 +133,12 @@ def record_batch(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Rec
     return pa.RecordBatch.from_arrays([_arrow_column([row.get(f.name) for row in rows], f.type) for f in schema], schema=schema)
 
 
+def arrow_column(values: list, type_: pa.DataType) -> pa.Array:
+    """``values`` (None: null) as an Arrow array of a string, bool, timestamp, int64 or float64 type, built
+    from its buffers (no pandas, see ``record_batch``)."""
+    return _arrow_column(values, type_)
+
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 
