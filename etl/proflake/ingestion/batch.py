@@ -379,8 +379,8 @@ class Batch:
                  prefix="" if self.whole_store else source_prefix(self.src))
 
     def close_manifest(self) -> None:
-        if self.manifest is not None:
-            self.manifest, manifest = None, self.manifest
+        manifest, self.manifest = self.manifest, None
+        if manifest is not None:
             manifest.close()
 
     def record_failure(self, error: BaseException, lock: StoreLock) -> None:

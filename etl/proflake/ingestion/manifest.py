@@ -135,7 +135,8 @@ class Manifest:
         path = self._spill_path("listing.parquet")
         columns: list[list] = [[] for _ in _LISTED.names[1:]]  # seq: the position, added when written
         uris, sizes, versions, kinds, numbers = columns
-        count, under, folders, numbered = 0, True, [], 0
+        count, under, numbered = 0, True, 0
+        folders: list[tuple[tuple[str, ...], int]] = []  # the open folders: path parts -> number
         try:
             blocks = _Blocks()
         except OSError as e:
