@@ -66,6 +66,9 @@ def test_ctrl_c_interrupts_a_running_query(store):
     proc = subprocess.Popen(
         [sys.executable, "-m", "proflake.cli", "sql", CROSS_JOIN, "--store", str(store), "--timeout", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Ctrl-C as at a terminal: a run started in the background by a non-interactive shell (`cmd &`)
+        # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler in the child.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Wait until the query runs, then press Ctrl-C. Starting (imports, opening the store) costs about a
     # second of CPU; the cross join then burns CPU until stopped: 4 s of CPU means it is running, however
