@@ -187,6 +187,9 @@ class StoreLock:
         info = LockInfo(**{**self.info.__dict__, "expires": time.time() + self.lease, "renewals": self.info.renewals + 1})
         try:
             if "fail:renew" in _hooks():
+                # As if renewals had failed for the whole window: the outcome must not depend on how
+                # fast the machine reaches its first commit (a fast run committed before 2/3 of the lease).
+                self._renewed = time.monotonic() - self.lease
                 raise OSError("test hook: renewal failed")
             if self.backend.swap(self._tag, info.dumps()):
                 seen = self.backend.read()
