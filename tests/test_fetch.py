@@ -160,7 +160,10 @@ def test_callers_aggregated_alongside_equal_the_lazy_ones(profiles, semantic_job
     assert [[row[t] for t in times] for row in eager_rows] == [pytest.approx([row[t] for t in times], rel=1e-12) for row in lazy_rows]
     assert_same_pstats(eager.to_pstats().stats, lazy.to_pstats().stats)
     profiles.refresh()  # the second cursor's thread ends with the connection
-    assert not [t for t in threading.enumerate() if t.name.startswith("proflake-rollup")]
+    rollups = [t for t in threading.enumerate() if t.name.startswith("proflake-rollup")]
+    for thread in rollups:  # it ends with the connection, but may still be on its way out: join, don't race
+        thread.join(timeout=60)
+    assert not [t for t in rollups if t.is_alive()]
 
 
 CALLER_ORDER = [(c, "ascending") for c in ("filename", "lineno", "function_name", "caller_filename", "caller_lineno", "caller_function_name")]
