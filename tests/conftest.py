@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from helpers.profiles import SEMANTIC_INTERVALS, JobBuilder
+from hypothesis import settings
+
+# Hypothesis: the default tier's profile is bounded and derandomized (the same 100 inputs per property
+# on every run, so a failure reproduces and no run is luckier than another); HYPOTHESIS_PROFILE=long
+# draws 2,000 fresh ones per property, as the slow tier does (tests/test_hostile.py::test_properties_hold_on_the_long_profile).
+settings.register_profile("bounded", max_examples=100, deadline=None, derandomize=True, database=None)
+settings.register_profile("long", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "bounded"))
 
 # Modules whose every test is a whole-system test (see the integration marker in pyproject.toml). A test
 # elsewhere can carry @pytest.mark.integration itself.
 INTEGRATION_MODULES = {"test_bench", "test_install", "test_s3", "test_s3_faults", "test_signals", "test_decoder_sanitized"}
+SPARK_MODULES = {"test_spark", "test_spark_ingest"}
 INTEGRATION_TESTS = {
     "test_killed_runs_leave_nothing_lost_or_doubled",
     "test_queries_and_schemas_ship_inside_the_wheel",
@@ -20,6 +30,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.module is not None and item.module.__name__ in INTEGRATION_MODULES or item.originalname in INTEGRATION_TESTS:
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """bin/test runs pytest -n auto: each module's tests go to one xdist worker, in their order, so its
+    module-scoped stores are built once, not once per worker, and smdebug's ported tests (one case reads
+    what an earlier case uploaded) keep their order; the Spark modules share a worker, so the run starts
+    one JVM, not one per worker (~6 s of CPU each, and 1 GB). (xdist's own --dist loadgroup marks do not
+    reach its scheduler under pytest 9.2, which no longer reads the node id xdist rewrites.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "spark" if Path(module).stem in SPARK_MODULES else module
+
+    return ByModule(config, log)
 
 
 @pytest.fixture

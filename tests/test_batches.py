@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
+from helpers.recovery import recover
 from proflake import Profiles, ingest
 from proflake.errors import StoreError, StoreLockedError
 from proflake.store.compact import compact
@@ -208,9 +209,7 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
     outcomes = {"kill_points": 0, "killed": 0, "runs": 0, "left_unfinished_batch": 0, "differences": 0}
 
     def check(store: Path) -> None:
-        recovery = run_ingest(source, store, env=env)
-        _, stderr = recovery.communicate()
-        assert recovery.returncode == 0, stderr
+        recover(source, store, env)
         outcomes["runs"] += 1
         if snapshot(str(store)) != expected:
             outcomes["differences"] += 1
@@ -287,12 +286,12 @@ def test_killed_replacing_run_recovers(tmp_path):
 
     paths = build_corpus(tmp_path / "src", nodes=2, steps=6, pyinstrument_every=99)
     v1 = tmp_path / "v1"
-    assert run_ingest(tmp_path / "src", v1).wait() == 0
+    ingest(str(tmp_path / "src"), str(v1))
     for path in paths[1::3]:
         write_cprofile(path.parent, "b", repeat=2)
     clean = tmp_path / "clean"
     shutil.copytree(v1, clean)
-    assert run_ingest(tmp_path / "src", clean).wait() == 0
+    ingest(str(tmp_path / "src"), str(clean))
     expected = snapshot(str(clean))
     env = {"PROFLAKE_FLUSH_ROWS": "800"}
     k = 1
@@ -304,7 +303,7 @@ def test_killed_replacing_run_recovers(tmp_path):
         uris = [row[0] for row in con.sql("SELECT source_uri FROM intervals").fetchall()]
         con.close()
         assert sorted(uris) == sorted(set(uris)) and len(uris) == len(paths), f"after commit {k}"
-        assert run_ingest(tmp_path / "src", store).wait() == 0
+        recover(tmp_path / "src", store)
         assert snapshot(str(store)) == expected, f"after commit {k}"
         if code == 0:
             break

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import marshal
+import os
 import random
 import shutil
 import subprocess
@@ -136,7 +137,7 @@ def _check_table(table, name: str) -> None:
         assert schema.field(field.name).type == field.type
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=512))
 def test_cprofile_reader_on_arbitrary_bytes(data):
     try:
@@ -158,7 +159,6 @@ _values = st.tuples(
 )
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(_keys, _values, max_size=8))
 def test_cprofile_reader_on_pstats_shaped_data(stats):
     try:
@@ -189,7 +189,7 @@ _frame = st.deferred(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(_json, st.fixed_dictionaries({"root_frame": st.one_of(st.none(), _frame, _json)}, optional={"sample_count": _json, "start_time": _json})))
 def test_pyinstrument_reader_on_arbitrary_documents(doc):
     try:
@@ -210,7 +210,6 @@ _name_part = st.one_of(
 )
 
 
-@settings(max_examples=500, deadline=None)
 @given(
     st.lists(st.text(max_size=8), max_size=3),
     st.lists(_name_part, min_size=1, max_size=8),
@@ -346,3 +345,22 @@ def test_huge_integer_times_become_floats():
     parsed = read_cprofile(marshal.dumps({("f", 1, "g"): (1, 1, 2**60 + 1, 3, {("a", 2, "b"): (1, 1, 2**55 + 1, 1)})}))
     assert parsed.functions["tottime"].to_pylist() == [float(2**60)]
     assert parsed.callers["tottime"].to_pylist() == [float(2**55)]
+
+
+@pytest.mark.slow
+def test_properties_hold_on_the_long_profile():
+    """The slow tier's pass over every property of the readers and the layout: Hypothesis's long profile
+    (2,000 fresh inputs per property, tests/conftest.py) instead of the default tier's bounded 100."""
+    properties = [
+        "tests/test_hostile.py::test_cprofile_reader_on_arbitrary_bytes",
+        "tests/test_hostile.py::test_cprofile_reader_on_pstats_shaped_data",
+        "tests/test_hostile.py::test_pyinstrument_reader_on_arbitrary_documents",
+        "tests/test_hostile.py::test_directory_names_parse_or_raise_layout_error",
+        "tests/test_readers.py::test_cprofile_fast_path_agrees_with_the_careful_path",
+        "tests/test_readers.py::test_compiled_decoder_agrees_on_shared_keys_and_big_numbers",
+    ]
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *properties],
+                          cwd=root, env={**os.environ, "HYPOTHESIS_PROFILE": "long"}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert f"{len(properties)} passed" in done.stdout

@@ -10,7 +10,7 @@ import struct
 import pytest
 from helpers.damage import damaged
 from helpers.profiles import FORMAT_SAMPLES, LEGACY
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from proflake.errors import ParseError
 from proflake.readers import cprofile as cprofile_reader
@@ -158,7 +158,6 @@ _values = _mostly(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.dictionaries(_keys, _values, max_size=4))
 def test_cprofile_fast_path_agrees_with_the_careful_path(stats):
     data = marshal.dumps(stats)
@@ -231,7 +230,6 @@ _big_counts = st.one_of(st.integers(0, 3), st.integers(2**31 - 2, 2**31 + 2), st
 _shared_times = st.one_of(st.floats(0, 2), st.just(0.0), st.sampled_from([2.0**63, -1e-300, 1e18]))
 
 
-@settings(max_examples=300, deadline=None)
 @given(_shared_keys, st.data())
 def test_compiled_decoder_agrees_on_shared_keys_and_big_numbers(keys, data):
     # The same key and count objects used again are written as references to the first.

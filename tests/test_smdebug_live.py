@@ -1,8 +1,8 @@
 """smdebug 1.0.34 itself, from PyPI, in a venv of its own: fresh files, smdebug's answers, then the port.
 
 Slow tier (installing smdebug and its dependencies took 4 minutes on the development machine):
-``bin/test -m slow tests/test_smdebug_live.py``. It makes ``.venv-smdebug`` (tests/smdebug/make_venv.sh),
-writes new files with smdebug's profiler classes (tests/smdebug/make_profiles.py), records smdebug's
+``bin/test -m slow tests/test_smdebug_live.py``. bin/test makes ``.venv-smdebug`` for it first
+(bin/setup-test --smdebug, through tests/smdebug/make_venv.sh); the test writes new files with smdebug's profiler classes (tests/smdebug/make_profiles.py), records smdebug's
 analysis answers on them (tests/smdebug/smdebug_answers.py), then runs the port of smdebug's test and
 the parity tests on those files instead of the committed ones.
 """
@@ -22,9 +22,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smdebug_python() -> str:
-    done = subprocess.run([str(HERE / "smdebug" / "make_venv.sh")], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"could not install smdebug 1.0.34: {done.stderr[-2000:]}"
-    return done.stdout.strip().splitlines()[-1]
+    venv = HERE.parent / ".venv-smdebug"
+    if not (venv / ".smdebug-installed").exists():
+        pytest.fail("smdebug's venv is missing: run bin/setup-test --smdebug (bin/test -m slow does) and re-run", pytrace=False)
+    return str(venv / "bin" / "python")
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from helpers.profiles import SEMANTIC_INTERVALS, JobBuilder
 from helpers.same_answers import FETCH_CASES, assert_same_table
+from helpers.sparkenv import JVM_OPTIONS
 from proflake import Profiles, ingest
 from proflake.store.store import FACT_TABLES, Store, raw_view
 
@@ -277,7 +278,7 @@ def spark_submit(script: Path, *args: str, env: dict[str, str], master: str = "l
     submit = Path(sys.executable).parent / "spark-submit"
     return subprocess.Popen(
         [str(submit), "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
-         "--driver-memory", "1g", str(script), *args],
+         "--driver-memory", "1g", "--driver-java-options", JVM_OPTIONS, str(script), *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
              "PYSPARK_DRIVER_PYTHON": sys.executable, **env},
