@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.cli import run_cli
 from proflake import Profiles, ingest
 from proflake.store.store import Store
 from test_batches import build_corpus, snapshot
@@ -17,7 +18,7 @@ from test_s3 import bucket  # noqa: F401 (a fixture; the S3 server itself is con
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proflake.cli", *args], capture_output=True, text=True, check=False)
+    return run_cli(args)
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, dict]:
@@ -97,6 +98,7 @@ def test_check_finds_missing_and_truncated_objects_on_an_s3_store_and_repairs_th
     build_corpus(src, nodes=1, steps=3)
     ingest(str(src), str(tmp_path / "reference"))
     store = f"s3://{bucket}/store"
+    # Real processes: each takes its S3 settings from its environment when its parse workers start.
     run = lambda *args: subprocess.run([sys.executable, "-m", "proflake.cli", *args, "--store", store],  # noqa: E731
                                        capture_output=True, text=True, env=s3.env(), check=False)
     assert run("ingest", str(src)).returncode == 0

@@ -400,7 +400,7 @@ def test_queries_and_schemas_ship_inside_the_wheel(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
         capture_output=True,
         text=True,
     )

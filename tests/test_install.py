@@ -22,7 +22,7 @@ def _wheel(tmp_path: Path, **env: str) -> tuple[zipfile.ZipFile, str]:
     for name in ("pyproject.toml", "README.md", "hatch_build.py"):
         shutil.copy(REPO / name, source / name)
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-w", str(tmp_path / "wheels"), "-v"],
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", str(source), "--no-deps", "-w", str(tmp_path / "wheels"), "-v"],
         capture_output=True, text=True, timeout=600, env={**os.environ, **env},
     )
     assert built.returncode == 0, built.stderr[-3000:]

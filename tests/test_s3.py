@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import pstats
 import secrets
-import subprocess
-import sys
 
 import pytest
+from helpers.cli import run_cli
 from helpers.profiles import LEGACY, JobBuilder, assert_same_pstats, pstats_of
 from proflake import Profiles, ingest
 from proflake.errors import ProflakeError, StoreLockedError
@@ -31,10 +30,6 @@ def bucket(s3, monkeypatch) -> str:
     name = f"bucket-{secrets.token_hex(4)}"
     s3.client().create_bucket(Bucket=name)
     return name
-
-
-def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proflake.cli", *args], capture_output=True, text=True, env=env, check=False)
 
 
 def test_s3_source_ingests_like_the_local_copy(s3, bucket, config, tmp_path):

@@ -285,7 +285,10 @@ def spark_submit(script: Path, *args: str, env: dict[str, str], master: str = "l
     )
 
 
-@pytest.mark.parametrize("after_commits", [2, 5])
+# 2 in the default tier (fact files committed, no intervals: the state only a driver dying mid-batch leaves);
+# 5 (intervals committed, the clean-up undone) in the slow tier: each is a spark-submit JVM (~15 s of CPU),
+# and the native kill sweeps (tests/test_batches.py) cross that commit point on every run.
+@pytest.mark.parametrize("after_commits", [2, pytest.param(5, marks=pytest.mark.slow)])
 def test_a_driver_killed_after_a_commit_is_repaired_by_the_next_run(native, jobs, spark, tmp_path, after_commits):
     """The driver (spark-submit running ``proflake ingest --executor spark``) kills itself after its
     k-th Delta commit: 2 leaves fact files committed with no intervals, 5 the intervals committed with

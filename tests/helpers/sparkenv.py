@@ -51,3 +51,26 @@ def start_session(tmp_dir: str):
     )
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def stop_session(session) -> None:
+    """Stop ``session`` and its JVM, and wait for the JVM to exit: so the run's CPU time (``/usr/bin/time``,
+    which counts only the processes it waits for) includes the JVM's."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    session.stop()
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the JVM exits when its parent's end of stdin closes
+        try:
+            proc.wait(timeout=60)
+        except Exception:
+            proc.kill()
+            proc.wait()
