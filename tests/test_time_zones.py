@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,7 @@ import duckdb
 import pytest
 from helpers.profiles import JobBuilder
 from proflake import ingest
-from proflake.bi.catalog import build_catalog
+from proflake.bi.catalog import build_catalog, init_sql_path
 from proflake.store.store import Store
 
 NEW_YORK = "America/New_York"
@@ -140,3 +141,94 @@ def test_another_zones_days_are_asked_for_by_converting_explicitly(store):
     # A timestamp written with its offset means that instant in any session: 04:00-06:00 UTC, in New York time.
     assert con.execute("SELECT count(*) FROM intervals WHERE start_time >= '2025-11-29 23:00:00-05' "
                        "AND start_time < '2025-11-30 01:00:00-05'").fetchall() == [(STEPS,)]
+
+
+# -- the BI catalog ------------------------------------------------------------------------------------
+def duckdb_shell() -> str | None:
+    beside = Path(sys.executable).parent / "duckdb"
+    return str(beside) if beside.exists() else shutil.which("duckdb")
+
+
+def shell(catalog: Path, *sql: str, init: bool = True) -> list[str]:
+    args = [duckdb_shell(), "-readonly", "-csv"]
+    if init:
+        args += ["-cmd", f".read {init_sql_path(catalog)}"]
+    args.append(str(catalog))
+    for statement in sql:
+        args += ["-c", statement]
+    done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "TZ": NEW_YORK}, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.skipif(duckdb_shell() is None, reason="no duckdb shell: pip install duckdb-cli (in the test extra)")
+@pytest.mark.parametrize("kind", ["views", "materialized"])
+def test_duckdb_shell_with_the_init_file_answers_in_utc_under_new_york(catalogs, kind):
+    catalog = catalogs[kind]
+    assert shell(catalog, WINDOW, DAYS) == ["n", "30", "day,n", "2025-11-30,30"]
+    # Without the init file the shell answers in the process's zone: the .init.sql is what fixes it.
+    assert shell(catalog, WINDOW, DAYS, init=False) == ["n", "0", "day,n", "2025-11-29,15", "2025-11-30,15"]
+    args = [duckdb_shell(), "-readonly", "-cmd", f".read {init_sql_path(catalog)}", str(catalog),
+            "-c", f"SET TimeZone = '{NEW_YORK}'"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "the configuration has been locked" in done.stdout + done.stderr
+
+
+POOL = """
+    import json, sys
+    import sqlalchemy
+    from proflake.bi.pool import on_connect
+    catalog, W, D, listen = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "listen"
+    url = sys.argv[5] if len(sys.argv) > 5 else f"duckdb:///{catalog}?access_mode=read_only"
+    engine = sqlalchemy.create_engine(url, pool_size=3)
+    if listen:
+        sqlalchemy.event.listen(engine, "connect", on_connect(catalog))
+    cons = [engine.connect() for _ in range(3)]  # three pooled connections at once, one database
+    out = [[c.execute(sqlalchemy.text(W)).scalar(), [f"{r[0]}:{r[1]}" for r in c.execute(sqlalchemy.text(D))],
+            c.execute(sqlalchemy.text("SELECT current_setting('TimeZone')")).scalar()] for c in cons]
+    for c in cons:
+        c.close()
+    engine.dispose()
+    print(json.dumps(out))
+"""
+
+
+def test_sqlalchemy_pool_with_on_connect_answers_in_utc_under_new_york(catalogs):
+    pytest.importorskip("duckdb_engine")
+    for kind in ("views", "materialized"):
+        found = run_python(POOL, str(catalogs[kind]), WINDOW, DAYS, "listen")
+        assert found == [[STEPS, ["2025-11-30:30"], "UTC"]] * 3, kind
+    # Without the listener duckdb_engine answers in the process's zone: the listener is what fixes it.
+    found = run_python(POOL, str(catalogs["views"]), WINDOW, DAYS, "no")
+    assert found == [[0, ["2025-11-29:15", "2025-11-30:15"], NEW_YORK]] * 3
+
+
+def test_superset_materialized_url_answers_in_utc_when_its_process_runs_in_utc(catalogs):
+    """docs/sql-and-bi.md#time-zones: Superset's URL alone cannot set the zone (DuckDB refuses TimeZone as a
+    connect option, and a locked configuration refuses it afterwards), so its server runs with TZ=UTC."""
+    pytest.importorskip("duckdb_engine")
+    catalog = catalogs["materialized"]
+    url = f"duckdb:///{catalog}?access_mode=read_only&enable_external_access=false&lock_configuration=true"
+    assert run_python(POOL, str(catalog), WINDOW, DAYS, "no", url, zone="UTC") == [[STEPS, ["2025-11-30:30"], "UTC"]] * 3
+    assert run_python(POOL, str(catalog), WINDOW, DAYS, "no", url)[0][0] == 0  # the same URL in New York
+
+
+def test_a_pool_locked_in_another_zone_is_refused(catalogs, tmp_path):
+    """A database some other code locked down in New York time is refused, not quietly answered from."""
+    from proflake.bi.pool import lock_down_connection
+    from proflake.errors import ProflakeError
+
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(catalogs["materialized"], copy)
+    con = duckdb.connect(str(copy), read_only=True)
+    con.execute(f"SET GLOBAL TimeZone = '{NEW_YORK}'")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    with pytest.raises(ProflakeError, match="locked in time zone 'America/New_York' instead of UTC"):
+        lock_down_connection(con, [])
+
+
+def test_catalog_init_file_sets_utc_before_locking(catalogs):
+    statements = [line for line in init_sql_path(catalogs["views"]).read_text().splitlines() if not line.startswith("--")]
+    assert statements[0] == "SET GLOBAL TimeZone = 'UTC';"
+    assert statements[-1] == "SET lock_configuration = true;"
