@@ -21,7 +21,8 @@ from pathlib import Path
 import duckdb
 import pytest
 from helpers.profiles import JobBuilder
-from proflake import ingest
+from helpers.same_answers import assert_same_table
+from proflake import Profiles, ingest
 from proflake.bi.catalog import build_catalog, init_sql_path
 from proflake.store.store import Store
 
@@ -232,3 +233,55 @@ def test_catalog_init_file_sets_utc_before_locking(catalogs):
     statements = [line for line in init_sql_path(catalogs["views"]).read_text().splitlines() if not line.startswith("--")]
     assert statements[0] == "SET GLOBAL TimeZone = 'UTC';"
     assert statements[-1] == "SET lock_configuration = true;"
+
+
+# -- Spark -----------------------------------------------------------------------------------------------
+@pytest.fixture
+def new_york_spark(spark):
+    spark.conf.set("spark.sql.session.timeZone", NEW_YORK)
+    try:
+        yield spark
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+@pytest.mark.integration
+def test_spark_profiles_answer_in_utc_on_a_new_york_session_and_leave_it_so(store, new_york_spark):
+    from proflake.spark import SparkProfiles
+
+    spark = new_york_spark
+    # The control: the session's own zone moves the same SQL's answers.
+    frame = spark.createDataFrame([(dt.datetime(2025, 11, 30, 4, 30, tzinfo=dt.timezone.utc),)], "start_time TIMESTAMP")
+    assert [tuple(r) for r in frame.selectExpr("CAST(date_trunc('day', start_time) AS DATE)").collect()] == [
+        (dt.date(2025, 11, 29),)]
+    on_spark = SparkProfiles(spark, store.location)
+    assert on_spark.sql(WINDOW).to_pylist() == [{"n": STEPS}]
+    assert on_spark.sql(DAYS).to_pylist() == [{"day": dt.date(2025, 11, 30), "n": STEPS}]
+    jobs, native = on_spark.jobs(), Profiles(store.location).jobs()
+    assert jobs.schema.field("first_start_time").type == native.schema.field("first_start_time").type
+    assert_same_table(jobs, native)
+    assert spark.conf.get("spark.sql.session.timeZone") == NEW_YORK
+
+
+@pytest.mark.integration
+def test_spark_register_refuses_a_session_that_is_not_utc(store, new_york_spark):
+    from proflake.errors import UsageError
+    from proflake.spark import register
+
+    spark = new_york_spark
+    with pytest.raises(UsageError) as refused:
+        register(spark, store.location)
+    assert str(refused.value) == (
+        "proflake's Spark views need spark.sql.session.timeZone=UTC, and this session's is 'America/New_York': "
+        "run spark.conf.set('spark.sql.session.timeZone', 'UTC') first "
+        "(or start Spark with --conf spark.sql.session.timeZone=UTC)"
+    )
+    assert refused.value.exit_code == 2
+    spark.conf.set("spark.sql.session.timeZone", "Etc/UTC")  # Databricks' name for it
+    register(spark, store.location)
+    assert [tuple(r) for r in spark.sql(WINDOW).collect()] == [(STEPS,)]
+    assert [tuple(r) for r in spark.sql(DAYS).collect()] == UTC_DAYS
+    new_york_days = spark.sql("SELECT CAST(date_trunc('DAY', from_utc_timestamp(start_time, 'America/New_York')) AS DATE), "
+                              "count(*) FROM intervals GROUP BY 1 ORDER BY 1")  # docs/sql-and-bi.md#time-zones
+    assert [tuple(r) for r in new_york_days.collect()] == NEW_YORK_DAYS
+
