@@ -297,7 +297,8 @@ class Store:
         tables: Collection[str] | None = None,
         snapshot_intervals: bool = True,
     ) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection where each table is a view under its own name, over its live data.
+        """A DuckDB connection where each table is a view under its own name, over its live data, in UTC
+        (a ``connection`` handed in is switched to UTC: docs/sql-and-bi.md#time-zones).
 
         Fact tables appear twice: ``function_stats`` holds only rows of live intervals (what ad hoc
         SQL and BI tools see), ``_function_stats_all`` every row (fetches join it to their selection).
