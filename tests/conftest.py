@@ -19,7 +19,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "bounded"))
 # Modules whose every test is a whole-system test (see the integration marker in pyproject.toml). A test
 # elsewhere can carry @pytest.mark.integration itself.
 INTEGRATION_MODULES = {"test_bench", "test_install", "test_s3", "test_s3_faults", "test_signals", "test_decoder_sanitized"}
-SPARK_MODULES = {"test_spark", "test_spark_ingest"}
+# Modules that use the session's Spark: scheduled on one xdist worker, so the run starts one JVM.
+SPARK_MODULES = {"test_spark", "test_spark_ingest", "test_time_zones"}
 INTEGRATION_TESTS = {
     "test_killed_runs_leave_nothing_lost_or_doubled",
     "test_queries_and_schemas_ship_inside_the_wheel",

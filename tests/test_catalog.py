@@ -97,7 +97,7 @@ def test_catalog_holds_only_views_and_the_macros(catalog_file):
     con.close()
     lockdown = [line for line in init_sql_path(catalog_file).read_text().splitlines() if not line.startswith("--")]
     assert [line.split(" =")[0] for line in lockdown] == [
-        "SET allowed_directories", "SET enable_external_access", "SET lock_configuration"
+        "SET GLOBAL TimeZone", "SET allowed_directories", "SET enable_external_access", "SET lock_configuration"
     ]
 
 

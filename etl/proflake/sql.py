@@ -1,6 +1,8 @@
-"""Load queries/<name>.sql by name and run them with bound named parameters.
+"""Load queries/<name>.sql by name and run them with bound named parameters; open DuckDB connections.
 
-SQL text only ever comes from the files in queries/; values always travel as DuckDB parameters.
+SQL text only ever comes from the files in queries/; values always travel as DuckDB parameters. Every
+DuckDB connection proflake opens or hands out comes from ``connect`` (or went through ``in_utc``), so its
+answers do not depend on the time zone of the process that asks (docs/sql-and-bi.md#time-zones).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import pyarrow as pa
 from proflake.errors import QueryError
 from proflake.resources import resource_dir
 
+# DuckDB takes a connection's time zone from the process's (TZ): date_trunc and the other calendar functions
+# on TIMESTAMPTZ, text compared with or cast to TIMESTAMPTZ, and TIMESTAMPTZ handed to Arrow and Python all
+# follow it. GLOBAL: cursors and later connections to the same database (a BI pool's) start from it too.
+UTC_STATEMENT = "SET GLOBAL TimeZone = 'UTC'"
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")
 
@@ -44,6 +50,19 @@ def parameters_of(sql: str) -> list[str]:
     for name in _PARAM.findall(without_comments(sql)):
         seen.setdefault(name, None)
     return list(seen)
+
+
+def connect(database: str = ":memory:", *, read_only: bool = False, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect``, answering in UTC (``in_utc``)."""
+    return in_utc(duckdb.connect(database, read_only=read_only, config=config or {}))
+
+
+def in_utc(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` with its session time zone UTC, and the default of every cursor or connection opened on its
+    database afterwards; a connection handed in with a zone of its own set is switched too. Returns ``con``."""
+    con.execute(UTC_STATEMENT)
+    con.execute("SET SESSION TimeZone = 'UTC'")
+    return con
 
 
 def install_macros(con: duckdb.DuckDBPyConnection) -> None:

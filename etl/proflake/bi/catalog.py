@@ -64,12 +64,15 @@ def init_sql_path(path: str | os.PathLike) -> Path:
 
 
 def lockdown_sql(store: Store, materialized: bool) -> str:
-    """Statements that make a DuckDB connection to the catalog read-only towards the outside world."""
+    """Statements that put a DuckDB connection to the catalog in UTC and make it read-only towards the
+    outside world."""
     dirs = [] if materialized else allowed_directories(store)
     return (
         "-- proflake catalog lock-down: run on each new connection, after opening the catalog read-only.\n"
-        "-- Afterwards the connection reads only the store's table folders: no other file, no COPY outside\n"
+        "-- Afterwards the connection answers in UTC whatever the client's time zone (day grains, text\n"
+        "-- compared with timestamps), reads only the store's table folders: no other file, no COPY outside\n"
         "-- them, no ATTACH, no INSTALL/LOAD, and no SET (the configuration is locked).\n"
+        f"{queries.UTC_STATEMENT};\n"
         f"SET allowed_directories = [{', '.join(sql_string(d) for d in dirs)}];\n"
         "SET enable_external_access = false;\n"
         "SET lock_configuration = true;\n"
@@ -106,7 +109,7 @@ def build_catalog(
     temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
     report = CatalogReport(path=str(target), mode=mode, store=store.location)
     try:
-        con = duckdb.connect(str(temp), config={"storage_compatibility_version": STORAGE_VERSION})
+        con = queries.connect(str(temp), config={"storage_compatibility_version": STORAGE_VERSION})
         try:
             report.objects = _write_catalog(con, store, materialize)
             con.execute("CHECKPOINT")
@@ -178,7 +181,7 @@ def _source(con: duckdb.DuckDBPyConnection, store: Store, name: str, table, mate
 def _is_catalog_of(path: Path, store: Store) -> bool:
     """True when ``path`` is a proflake catalog written for ``store`` (safe to overwrite)."""
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        con = queries.connect(str(path), read_only=True)
     except duckdb.Error as e:
         if "lock" in str(e).lower():
             raise ProflakeError(

@@ -30,6 +30,7 @@ from proflake.ingestion.listing import job_candidates, job_folder
 from proflake.layout import PYINSTRUMENT_HTML_FILE, PYINSTRUMENT_JSON_FILE, IntervalPath
 from proflake.schema import arrow_column
 from proflake.sources import SourceObject
+from proflake.sql import connect
 from proflake.store.snapshot import Snapshot
 from proflake.store.store import Store
 
@@ -255,7 +256,7 @@ class Manifest:
 
 def bounded_connection(folder: str) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection held to MEMORY_LIMIT (PROFLAKE_MANIFEST_MEMORY) that spills into ``folder``."""
-    con = duckdb.connect(config={
+    con = connect(config={
         "memory_limit": os.environ.get("PROFLAKE_MANIFEST_MEMORY") or MEMORY_LIMIT, "threads": THREADS,
         "temp_directory": folder, "preserve_insertion_order": False,
     })

@@ -9,6 +9,9 @@ as its generated Spark SQL (queries/spark/, from queries/*.sql by proflake.spark
 store's committed snapshot, registered by ``proflake.spark.register``. Two DuckDB shortcuts are not
 taken, since they only save time: roll-ups always sum the fact rows (never the pre-summed phase tables),
 and caller edges are summed when first asked for.
+
+Every query (the fetch methods', the listings', ``sql``'s) runs in UTC, whatever the session's time zone:
+``spark.sql.session.timeZone`` is UTC while one runs and is put back afterwards (``tables.in_utc``).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ class SparkProfiles(Profiles):
 
     def _ensure_registered(self) -> None:
         if not self._registered:
-            tables.register(self.spark, self.store, s3_scheme=self.s3_scheme)
+            with tables.in_utc(self.spark):
+                tables.register(self.spark, self.store, s3_scheme=self.s3_scheme)
             self._registered = True
 
     def refresh(self) -> None:
@@ -58,7 +62,8 @@ class SparkProfiles(Profiles):
 
     def _run(self, name: str, params: dict[str, Any]) -> pa.Table:
         self._ensure_registered()
-        return tables.run(self.spark, name, params)
+        with tables.in_utc(self.spark):
+            return tables.run(self.spark, name, params)
 
     def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
         """The selected intervals, in the query's order: Spark's selections return interval ids (its tables
@@ -73,7 +78,8 @@ class SparkProfiles(Profiles):
     def _intervals(self) -> pa.Table:
         def load() -> pa.Table:
             self._ensure_registered()
-            table = self.spark.sql("SELECT * FROM intervals").toArrow()
+            with tables.in_utc(self.spark):
+                table = self.spark.sql("SELECT * FROM intervals").toArrow()
             return table.take(pc.sort_indices(table, [("interval_id", "ascending")]))
 
         return self._memoised(("intervals",), load)
@@ -91,9 +97,10 @@ class SparkProfiles(Profiles):
         return rollup, {**params, **span}
 
     def sql(self, query: str, params: dict[str, Any] | None = None) -> pa.Table:
-        """Spark SQL over the registered tables and views; ``params`` bound by Spark as ``:name`` markers."""
+        """Spark SQL over the registered tables and views, in UTC; ``params`` bound by Spark as ``:name`` markers."""
         self._ensure_registered()
-        return self.spark.sql(query, args=params or None).toArrow()
+        with tables.in_utc(self.spark):
+            return self.spark.sql(query, args=params or None).toArrow()
 
     def sql_schema(self) -> pa.Table:  # noqa: D102
         raise NotImplementedError("list the registered views with spark.catalog.listTables()")

@@ -8,16 +8,23 @@ Spark reads the Parquet files the Delta log lists for the current version (``Del
 so no delta-spark jar is needed (it is fetched from Maven at run time, which offline clusters cannot do).
 That file list is the table exactly while the table has no deletion vectors, which proflake never writes
 (deltalake's deletes rewrite files); a table that has them is refused rather than read wrong.
+
+The views are registered only on a session whose time zone is UTC (``require_utc``): Spark's date_trunc,
+its casts of text to TIMESTAMP and its Arrow results follow ``spark.sql.session.timeZone``, so the same SQL
+would answer differently elsewhere. ``SparkProfiles`` runs its own queries ``in_utc`` instead.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from proflake.errors import QueryError, StoreError
+from proflake.errors import QueryError, StoreError, UsageError
 from proflake.resources import resource_dir
 from proflake.schema import ALL_TABLES, table_spec
 from proflake.store.store import FACT_TABLES, Store, raw_view
@@ -30,6 +37,50 @@ if TYPE_CHECKING:
 SPARK_TYPES = {"string": "STRING", "int64": "BIGINT", "float64": "DOUBLE", "bool": "BOOLEAN", "timestamp": "TIMESTAMP"}
 _PARAMETER = re.compile(r"(?<![\w:'])[:]([A-Za-z_][A-Za-z0-9_]*)")
 _STATEMENT_END = re.compile(r";\n(?=\n|$)")
+TIME_ZONE = "spark.sql.session.timeZone"
+# Zone ids Spark accepts that are UTC under another name (Databricks sets Etc/UTC), compared in lower case.
+_UTC_NAMES = {"utc", "etc/utc", "gmt", "etc/gmt", "z", "+00:00", "uct", "etc/uct", "universal", "etc/universal",
+              "zulu", "etc/zulu"}
+_ZONE_GUARD = threading.Lock()
+_borrowed: dict[int, list[Any]] = {}  # id(session) -> [proflake queries running, the zone to restore or None]
+
+
+def is_utc(zone: str | None) -> bool:
+    return zone is not None and zone.strip().lower() in _UTC_NAMES
+
+
+def require_utc(spark: SparkSession) -> None:
+    """Refuse (UsageError) a session whose time zone is not UTC, saying how to set it."""
+    zone = spark.conf.get(TIME_ZONE)
+    if not is_utc(zone):
+        raise UsageError(
+            f"proflake's Spark views need {TIME_ZONE}=UTC, and this session's is {zone!r}: run "
+            f"spark.conf.set({TIME_ZONE!r}, 'UTC') first (or start Spark with --conf {TIME_ZONE}=UTC)"
+        )
+
+
+@contextmanager
+def in_utc(spark: SparkSession) -> Iterator[None]:
+    """Run proflake's own queries on ``spark`` in UTC: the session's time zone is UTC while at least one
+    of them runs (from any thread), and what it was once the last one ends."""
+    key = id(spark)
+    with _ZONE_GUARD:
+        entry = _borrowed.get(key)
+        if entry is None:
+            zone = spark.conf.get(TIME_ZONE)
+            entry = _borrowed[key] = [0, None if is_utc(zone) else zone]
+            if entry[1] is not None:
+                spark.conf.set(TIME_ZONE, "UTC")
+        entry[0] += 1
+    try:
+        yield
+    finally:
+        with _ZONE_GUARD:
+            entry[0] -= 1
+            if entry[0] == 0:
+                del _borrowed[key]
+                if entry[1] is not None:
+                    spark.conf.set(TIME_ZONE, entry[1])
 
 
 def spark_schema(name: str) -> str:
@@ -85,7 +136,11 @@ def register(
     ``s3_scheme``: how the cluster names S3 (``s3://`` on EMR, Glue and Databricks; ``s3a://`` on plain
     Hadoop with hadoop-aws). ``cache_intervals``: keep the intervals table (one row per stats file,
     read by every question) in Spark's memory.
+
+    The session's time zone (``spark.sql.session.timeZone``) must be UTC, or ``register`` refuses
+    (UsageError): it decides the day ``date_trunc`` gives and the instant a timestamp written as text means.
     """
+    require_utc(spark)
     store = store if isinstance(store, Store) else Store(store)
     store.require()
     files: dict[str, int] = {}

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from proflake.errors import StaleSnapshotError, StoreError
 from proflake.schema import ALL_TABLES, BOOKKEEPING_TABLES, DERIVED_TABLES, empty_select, missing_columns_select
-from proflake.sql import without_comments
+from proflake.sql import connect, in_utc, without_comments
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -171,7 +171,8 @@ class Snapshot:
         self._snapshot_intervals = snapshot_intervals
         # Local: each table's version now, read from the log's file names. S3: every table opened now.
         self.versions = None if store.is_remote else {n: newest_version(store.table_uri(n)) for n in ALL_TABLES}
-        self.con = connection or duckdb.connect()
+        # In UTC, a connection handed in too: it answers as a UTC client would (proflake.sql.in_utc).
+        self.con = connect() if connection is None else in_utc(connection)
         # Fetches run several queries over the same files: keep their Parquet footers in memory.
         self.con.execute("SET parquet_metadata_cache = true")
         # Long queries (roll-up rebuilds) would otherwise draw a progress bar over the CLI's output.

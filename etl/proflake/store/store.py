@@ -24,6 +24,7 @@ import pyarrow as pa
 from proflake.errors import ProflakeError, StoreError
 from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
+from proflake.sql import connect
 from proflake.store.location import default_store_location, missing_store_hint
 from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_view, raw_view, sql_string
 
@@ -296,7 +297,8 @@ class Store:
         tables: Collection[str] | None = None,
         snapshot_intervals: bool = True,
     ) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection where each table is a view under its own name, over its live data.
+        """A DuckDB connection where each table is a view under its own name, over its live data, in UTC
+        (a ``connection`` handed in is switched to UTC: docs/sql-and-bi.md#time-zones).
 
         Fact tables appear twice: ``function_stats`` holds only rows of live intervals (what ad hoc
         SQL and BI tools see), ``_function_stats_all`` every row (fetches join it to their selection).
@@ -352,7 +354,7 @@ class Store:
     def _scratch_connection(self) -> duckdb.DuckDBPyConnection:
         # A cursor each time: ingest records its batch on a thread while the main thread reads.
         if self._scratch is None:
-            self._scratch = duckdb.connect()
+            self._scratch = connect()
         return self._scratch.cursor()
 
 
