@@ -159,6 +159,27 @@ def test_fetch_with_bad_mode_lists_valid_names(runner, legacy_store):
     )
 
 
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["fetch", "by-step", "3", "1"], "the step range ends (1) before it starts (3)"),
+        (["fetch", "by-time", "1596585400", "1596585300"],
+         "the time window ends (1596585300) before it starts (1596585400)"),
+        (["export", "by-step", "3", "1", "--format", "collapsed"], "the step range ends (1) before it starts (3)"),
+        (["report", "by-step", "9", "2", "--out", "r.html"], "the step range ends (2) before it starts (9)"),
+        (["diff", "smdebug-tf-legacy", "--base-steps", "3:1"], "the step range ends (1) before it starts (3)"),
+    ],
+)
+def test_a_reversed_range_is_a_usage_error(runner, legacy_store, command, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, [*command, "--store", legacy_store])
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"proflake: error: {message}; give its ")
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_fetch_nothing_matched_says_so(runner, legacy_store):
     result = runner.invoke(cli, ["fetch", "by-step", "7", "--store", legacy_store])
     assert result.exit_code == 0

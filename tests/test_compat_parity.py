@@ -209,6 +209,16 @@ def test_a_reversed_time_window_matches_nothing_as_in_smdebug(copies, store, cap
     assert capsys.readouterr().out.strip() == "No stats were found for the requested interval!"
 
 
+def test_a_reversed_step_range_matches_nothing_as_in_smdebug(copies, store, capsys):
+    """smdebug's in_step_interval matches nothing when the range ends before it starts; proflake's
+    Profiles.by_step refuses it (a UsageError), but the compatible class answers as smdebug does."""
+    analysis = cProfileAnalysis(str(copies / "analysis" / "framework" / "tensorflow" / "cprofile"), store=store)
+    assert analysis.fetch_profile_stats_by_step(3, 1) is None
+    assert analysis.fetch_python_profile_stats_by_step("*", -5) is None
+    assert capsys.readouterr().out.split("\n") == ["No stats were found for the requested interval!"] * 2 + [""]
+    assert analysis.fetch_profile_stats_by_step(1, 3) is not None
+
+
 def test_without_a_store_the_rows_go_to_the_users_cache(tmp_path, monkeypatch):
     job = JobBuilder(tmp_path / "job")
     job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000")

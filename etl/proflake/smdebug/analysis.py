@@ -19,6 +19,7 @@ from proflake.errors import MissingFolderError
 from proflake.ingestion.batch import IngestReport
 from proflake.ingestion.probe import Known, probe
 from proflake.modes import PythonProfileModes, StepPhase, parse_mode, parse_phase
+from proflake.query.params import parse_step
 from proflake.query.profiles import Step
 from proflake.smdebug.store_view import Answer, default_store, view_for
 from proflake.sources import Source, open_source
@@ -169,8 +170,13 @@ class PythonProfileAnalysis:
         node_id: str | None = "any",
         refresh_stats: bool = True,
     ) -> Any:
-        """Intervals of one mode within steps start_step..end_step (end_step defaults to start_step)."""
+        """Intervals of one mode within steps start_step..end_step (end_step defaults to start_step).
+        A range that ends before it starts matches nothing, as in smdebug."""
         mode, start_phase, end_phase = parse_mode(mode), parse_phase(start_phase), parse_phase(end_phase)
+        if end_step is not None and parse_step(end_step, at_end=True) < parse_step(start_step, at_end=False):
+            self._refresh(refresh_stats)
+            print(NO_STATS_FOR_INTERVAL)
+            return None
         return self._result(
             self._fetch(
                 "by_step",
