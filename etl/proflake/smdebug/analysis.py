@@ -97,7 +97,8 @@ class PythonProfileAnalysis:
         (kept until the view changes: an unchanged job pays for this once, not at every call)."""
         if self._view.known is None:
             known: dict[str, tuple[int, str]] = {}
-            if self.store.exists():
+            self._view.store_exists = self.store.exists()
+            if self._view.store_exists:
                 for table in (self.profiles.errors(), self.profiles.intervals_table()):
                     known.update(
                         zip(
@@ -109,10 +110,12 @@ class PythonProfileAnalysis:
         return self._view.known
 
     def _ingest_if_new(self) -> None:
-        """Ingest the source when its listing shows a new or changed stats file; otherwise do nothing."""
+        """Ingest the source when its listing shows a new or changed stats file, or when the store does not
+        exist yet: a job that has written no stats file yet gets an empty store, so every answer is
+        smdebug's empty one (no stats), not a missing store. Otherwise do nothing."""
         assert self._src is not None
         self._view.follow_store()
-        if probe(self._src, self._known()).unchanged:
+        if probe(self._src, self._known()).unchanged and self._view.store_exists:
             return
         report = self.profiles.ingest(self._src, wait=INGEST_WAIT_S, qualify_jobs=True)  # refreshes the view
         self.last_ingest = report
