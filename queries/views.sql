@@ -160,7 +160,8 @@ SELECT
     max(wall_seconds) / nullif(min(wall_seconds), 0) AS skew_ratio,
     arg_min(node_id, (wall_seconds, node_id)) AS fastest_node,
     arg_max(node_id, (wall_seconds, node_id)) AS slowest_node,
-    epoch(max(start_time)) - epoch(min(start_time)) AS start_spread_seconds
+    -- integer microseconds, then seconds: a difference of two epoch doubles is off by up to ~0.4 us
+    (epoch_us(max(start_time)) - epoch_us(min(start_time))) / 1e6 AS start_spread_seconds
 FROM step_wall_time
 GROUP BY job_id, profiler, mode, step;
 

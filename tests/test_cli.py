@@ -159,6 +159,72 @@ def test_fetch_with_bad_mode_lists_valid_names(runner, legacy_store):
     )
 
 
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["fetch", "by-step", "3", "1"], "the step range ends (1) before it starts (3)"),
+        (["fetch", "by-time", "1596585400", "1596585300"],
+         "the time window ends (1596585300) before it starts (1596585400)"),
+        (["export", "by-step", "3", "1", "--format", "collapsed"], "the step range ends (1) before it starts (3)"),
+        (["report", "by-step", "9", "2", "--out", "r.html"], "the step range ends (2) before it starts (9)"),
+        (["diff", "smdebug-tf-legacy", "--base-steps", "3:1"], "the step range ends (1) before it starts (3)"),
+    ],
+)
+def test_a_reversed_range_is_a_usage_error(runner, legacy_store, command, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, [*command, "--store", legacy_store])
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"proflake: error: {message}; give its ")
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--bogus"], "no such option '--bogus'; see 'proflake --help'"),
+        (["bogus"], "no such command 'bogus'; see 'proflake --help'"),
+        (["fetch", "by-stepp"],
+         "no such command 'by-stepp' (did you mean one of: 'by-step', 'by-time'?); see 'proflake fetch --help'"),
+        (["fetch"], "missing command; expected one of: between-modes, by-job-phase, by-step, by-time, "
+                    "by-training-phase, post-hook-close, pre-step-zero; see 'proflake fetch --help'"),
+        (["fetch", "by-step"], "missing argument 'START_STEP'; see 'proflake fetch by-step --help'"),
+        (["fetch", "by-step", "1", "--top", "x"],
+         "invalid value for '--top': 'x' is not a valid integer range; see 'proflake fetch by-step --help'"),
+        (["fetch", "by-step", "1", "--format", "svg"], "invalid value for '--format': 'svg' is not one of 'table', "
+                                                      "'csv', 'json', 'parquet'; see 'proflake fetch by-step --help'"),
+        (["export", "by-step", "1"], "missing option '--format'; choose from: speedscope, collapsed, prof; "
+                                     "see 'proflake export by-step --help'"),
+        (["ingest"], "missing argument 'SOURCE'; see 'proflake ingest --help'"),
+        (["jobs", "extra"], "got unexpected extra argument (extra); see 'proflake jobs --help'"),
+        (["sql"], "missing QUERY: SQL text, a .sql file, or - for stdin (or --schema); see 'proflake sql --help'"),
+        (["sql", "SELECT 1", "--param", "x"], "invalid value for --param: 'x' is not NAME=VALUE; see 'proflake sql --help'"),
+        (["diff", "--steps", "1:2"], "missing argument 'BASE_JOB'; see 'proflake diff --help'"),
+        (["compact", "--retention-hours", "-1"], "invalid value for '--retention-hours': -1 is not in the range "
+                                                 "x>=0; see 'proflake compact --help'"),
+    ],
+)
+def test_a_usage_error_is_one_line_pointing_at_help(runner, args, line):
+    """docs/operations.md: every failure is one line on stderr. click's own usage errors (unknown option
+    or command, missing argument, bad value) were its three or four lines (Usage:, Try ..., Error: ...)."""
+    result = runner.invoke(cli, args, prog_name="proflake")
+    assert result.exit_code == ExitCode.USAGE
+    assert result.stdout == ""
+    assert result.stderr == f"proflake: error: {line}\n"
+
+
+def test_proflake_alone_still_shows_its_help(runner):
+    result = runner.invoke(cli, [], prog_name="proflake")
+    assert "Usage: proflake [OPTIONS] COMMAND [ARGS]..." in result.output and "fetch" in result.output
+
+
+def test_usage_errors_raise_without_standalone_mode():
+    """Code that calls cli.main(..., standalone_mode=False) still gets click's exception to catch."""
+    with pytest.raises(click.UsageError, match=r"^no such option '--bogus' \(did you mean '--columns'\?\); see 'proflake jobs --help'$"):
+        cli.main(["jobs", "--bogus"], prog_name="proflake", standalone_mode=False)
+
+
 def test_fetch_nothing_matched_says_so(runner, legacy_store):
     result = runner.invoke(cli, ["fetch", "by-step", "7", "--store", legacy_store])
     assert result.exit_code == 0

@@ -209,6 +209,51 @@ def test_a_reversed_time_window_matches_nothing_as_in_smdebug(copies, store, cap
     assert capsys.readouterr().out.strip() == "No stats were found for the requested interval!"
 
 
+def test_a_reversed_step_range_matches_nothing_as_in_smdebug(copies, store, capsys):
+    """smdebug's in_step_interval matches nothing when the range ends before it starts; proflake's
+    Profiles.by_step refuses it (a UsageError), but the compatible class answers as smdebug does."""
+    analysis = cProfileAnalysis(str(copies / "analysis" / "framework" / "tensorflow" / "cprofile"), store=store)
+    assert analysis.fetch_profile_stats_by_step(3, 1) is None
+    assert analysis.fetch_python_profile_stats_by_step("*", -5) is None
+    assert capsys.readouterr().out.split("\n") == ["No stats were found for the requested interval!"] * 2 + [""]
+    assert analysis.fetch_profile_stats_by_step(1, 3) is not None
+
+
+@pytest.mark.parametrize("cls", [cProfileAnalysis, PyinstrumentAnalysis])
+@pytest.mark.parametrize("layout", ["", "framework/pytorch/cprofile/algo-1"])
+def test_a_job_with_no_stats_file_yet_gets_smdebugs_empty_answers(tmp_path, capsys, cls, layout):
+    """A job that just started has its profile folder and no stats file yet. smdebug 1.0.34 answers
+    from an empty list (python_profile_analysis.py): no nodes, no entries, None and its message for
+    each fetch. proflake raised StoreError: nothing to ingest, so no store to answer from."""
+    folder = tmp_path / "job"
+    (folder / layout).mkdir(parents=True)
+    store = tmp_path / "store"  # not there yet: the first analysis of the notebook
+    analysis = cls(str(folder), store=store)
+    assert analysis.python_profile_stats == []
+    assert analysis.list_available_node_ids() == []
+    assert analysis.list_profile_stats().empty
+    assert capsys.readouterr().out == "No stats were found!\n"
+    assert analysis.fetch_profile_stats_by_step(1) is None
+    assert analysis.fetch_profile_stats_by_time(0, 2e9) is None
+    assert analysis.fetch_profile_stats_between_modes("train", "eval") is None
+    assert analysis.fetch_pre_step_zero_profile_stats() is None
+    assert analysis.fetch_post_hook_close_profile_stats() is None
+    assert capsys.readouterr().out == "No stats were found for the requested interval!\n" * 5
+    assert analysis.fetch_profile_stats_by_training_phase() == {}
+    phases = analysis.fetch_profile_stats_by_job_phase()
+    assert list(phases) == ["training_loop"]
+    if cls is cProfileAnalysis:  # smdebug: cProfileStats(pstats.Stats()) of nothing
+        assert phases["training_loop"].ps.stats == {}
+    else:
+        assert phases["training_loop"] == []
+    # The job writes its first file: the next call with refresh_stats=True answers from it.
+    job = JobBuilder(folder)
+    job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000")
+    job.pyinstrument("algo-1", "train-1-stepstart-1000_train-1-stepend-2000")
+    assert analysis.list_available_node_ids() == ["algo-1"]
+    assert analysis.fetch_profile_stats_by_step(1) is not None
+
+
 def test_without_a_store_the_rows_go_to_the_users_cache(tmp_path, monkeypatch):
     job = JobBuilder(tmp_path / "job")
     job.cprofile("algo-1", "train-1-stepstart-1000_train-1-stepend-2000")

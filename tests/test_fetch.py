@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pstats
+import re
 import threading
 from pathlib import Path
 
@@ -191,8 +192,26 @@ def test_by_time_includes_overlap_and_containment(profiles, semantic_job, window
 
 
 def test_by_time_rejects_a_reversed_window(profiles):
-    with pytest.raises(UsageError, match="ends"):
+    with pytest.raises(UsageError, match=r"^the time window ends \(1.0\) before it starts \(2.0\); give its start first"):
         profiles.by_time(2.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("start", "end"), [(3, 1), ("3", "1"), ("*", -2), (5, -1), (2**63 - 1, 0)],
+)
+def test_by_step_rejects_a_reversed_range(profiles, start, end):
+    """A range that ends before it starts is a mistake, not a question with an empty answer."""
+    with pytest.raises(UsageError, match=rf"^the step range ends \({end}\) before it starts \({re.escape(str(start))}\); "
+                       "give its first step first, then its last$"):
+        profiles.by_step(start, end)
+    with pytest.raises(UsageError, match="step range ends"):
+        profiles.fetch("by_step", start_step=start, end_step=end)
+
+
+def test_by_step_ranges_that_are_not_reversed_still_answer(profiles):
+    assert not profiles.by_step(2, 2).empty
+    assert not profiles.by_step("*", "*").empty  # before step 0 to the end
+    assert not profiles.by_step(-1, 2).empty
 
 
 # -- between modes, pre-step-zero, post-hook-close -------------------------------------------------

@@ -113,3 +113,86 @@ def test_plain_files_are_named_as_the_layout_reads_them():
     from proflake.sources import plain
 
     assert (plain.CPROFILE_FILE, plain.PYINSTRUMENT_JSON_FILE) == (layout.CPROFILE_FILE, layout.PYINSTRUMENT_JSON_FILE)
+
+
+# -- deep call trees ---------------------------------------------------------------------------------------
+def recursion(sample: str, depth: int, *, root_frame_first: bool = False) -> str:
+    """pyinstrument's JSONRenderer output for a function recursing ``depth`` frames deep: the session
+    fields and frame fields of the real ``sample`` (tests/data/format-samples), in its order, unless
+    ``root_frame_first`` (a file re-written with sorted keys has root_frame before start_time). Built as
+    text: json.dumps cannot write it either."""
+    session = json.loads((FORMAT_SAMPLES / sample).read_bytes())
+    frame = {k: v for k, v in session["root_frame"].items() if k != "children"}
+    frame.update(function="recurse", file_path_short="deep.py", file_path="/opt/ml/code/deep.py", line_no=3)
+    opening = "".join(
+        '{' + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in {**frame, "time": 0.1 * (1 - i / depth)}.items())
+        + ', "children": ['
+        for i in range(depth)
+    )
+    tree = opening + "]}" * depth
+    fields = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in session.items() if k != "root_frame"]
+    root = f'"root_frame": {tree}'
+    return "{" + ", ".join([root, *fields] if root_frame_first else [*fields, root]) + "}"
+
+
+@pytest.mark.parametrize("sample", ["pyinstrument-4.7.3.json", "pyinstrument-5.1.3.json"])
+@pytest.mark.parametrize(("depth", "root_frame_first"), [(900, False), (5_000, False), (5_000, True)])
+def test_a_deep_recursion_in_a_loose_pyinstrument_file_ingests_with_its_session_times(
+    runner, tmp_path, sample, depth, root_frame_first
+):
+    """json.load of the file to read its times raised RecursionError from 500 frames deep (two nesting
+    levels a frame): 'proflake ingest FILE --job --node' ended in a traceback, where the same file in
+    smdebug's layout ingested."""
+    path = tmp_path / "deep.json"
+    path.write_text(recursion(sample, depth, root_frame_first=root_frame_first))
+    with pytest.raises(RecursionError):
+        json.loads(path.read_text())
+    store = str(tmp_path / "store")
+    result = runner.invoke(cli, ["ingest", str(path), "--job", "j", "--node", "n", "--store", store])
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}: pyinstrument, node n, train step 0, times from its pyinstrument session" in result.stderr
+    session = json.loads((FORMAT_SAMPLES / sample).read_bytes())
+    (interval,) = Profiles(store).list_profile_stats().to_pylist()
+    assert interval["start_time_us"] == pytest.approx(session["start_time"] * 1e6, abs=1)
+    assert interval["end_time_us"] == pytest.approx((session["start_time"] + session["duration"]) * 1e6, abs=1)
+    (row,) = Profiles(store).by_step(0).table.to_pylist()
+    assert (row["function_name"], row["frames"]) == ("recurse", depth)
+    assert row["total_time"] == pytest.approx(0.1)  # the recursion counted once
+
+
+def test_the_session_times_of_any_prefix_of_a_deep_file_are_read_or_left_out(tmp_path):
+    """The planner reads the times of whatever it is given without raising: all of a prefix's fields, or
+    none (the reader then says what is wrong with the file)."""
+    from proflake.sources.plain import _pyinstrument_session
+
+    session = json.loads(PYI.read_bytes())
+    times = (session["start_time"], session["duration"])
+    for root_frame_first in (False, True):
+        text = recursion("pyinstrument-5.1.3.json", 2_000, root_frame_first=root_frame_first).encode()
+        path = tmp_path / "cut.json"
+        for cut in [*range(0, 400, 7), *range(400, len(text), len(text) // 97), len(text) - 1, len(text)]:
+            path.write_bytes(text[:cut])
+            found = _pyinstrument_session(path)
+            # Both fields are read once the number after "duration" is followed by its comma (the tree
+            # before it, with root_frame first, skipped without decoding it).
+            if cut > text.index(b",", text.index(b'"duration"')):
+                assert found == times, cut
+            else:
+                assert found is None, cut
+
+
+def test_a_deep_file_the_reader_cannot_read_is_quarantined_in_one_line(runner, tmp_path):
+    text = recursion("pyinstrument-5.1.3.json", 5_000)
+    cut = tmp_path / "cut.json"
+    cut.write_text(text[: len(text) // 2])  # the tree ends 2,500 frames down
+    bad = tmp_path / "bad.json"
+    # A frame 2,500 down with a negative time, in a session of its own (one second later).
+    bad.write_text(text.replace('"time": 0.05,', '"time": -1,', 1).replace('"start_time": 17959922', '"start_time": 17959923', 1))
+    assert '"time": -1,' in bad.read_text() and '"start_time": 17959923' in bad.read_text()
+    store = str(tmp_path / "store")
+    result = runner.invoke(cli, ["ingest", str(tmp_path), "--job", "j", "--node", "n", "--store", store])
+    assert result.exit_code == ExitCode.PARTIAL, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    errors = {r["source_uri"]: r for r in Profiles(store).errors().to_pylist()}
+    assert errors[str(cut)]["error_kind"] == "pyinstrument" and "malformed JSON" in errors[str(cut)]["message"]
+    assert "frame field 'time' is -1" in errors[str(bad)]["message"]

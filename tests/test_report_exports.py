@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from proflake import Profiles, ingest
 from proflake.capture.sample_job import generate_sample_job
 from proflake.cli import cli
+from proflake.errors import ExitCode
 from proflake.render.exports import CollapsedRenderer, PstatsRenderer, SpeedscopeRenderer
 
 SPEEDSCOPE = Path(__file__).parent / "speedscope"
@@ -114,6 +115,29 @@ def test_cli_export_every_format(store, tmp_path):
         assert out.stat().st_size > 0 and f"wrote {out}" in done.stderr
     done = CliRunner().invoke(cli, ["export", "job", "--store", store, "--format", "collapsed"])
     assert done.exit_code == 0 and done.stdout.count("\n") > 10 and done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("fmt", "kind", "file"),
+    [
+        ("speedscope", "a file for another tool, not for reading on a terminal", "profile.speedscope.json"),
+        ("collapsed", "a file for another tool, not for reading on a terminal", "profile.collapsed.txt"),
+        ("prof", "binary data, which a terminal cannot show", "profile.prof"),
+    ],
+)
+def test_cli_export_refuses_a_terminal_unless_given_a_file(store, tmp_path, monkeypatch, fmt, kind, file):
+    """An export is a file for another tool (a step's speedscope file is tens of KB on one line): like
+    --format parquet, it goes to --output FILE or a redirect, never onto a terminal."""
+    from proflake.cli import export
+
+    monkeypatch.setattr(export, "stdout_is_terminal", lambda: True)
+    done = CliRunner().invoke(cli, ["export", "by-step", "1", "--store", store, "--format", fmt])
+    assert done.exit_code == ExitCode.USAGE and done.stdout == ""
+    assert done.stderr == f"proflake: error: --format {fmt} writes {kind}; pass --output FILE (or redirect: > {file})\n"
+    out = tmp_path / file
+    done = CliRunner().invoke(cli, ["export", "by-step", "1", "--store", store, "--format", fmt, "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    assert done.stdout == "" and out.stat().st_size > 0
 
 
 def test_cli_export_refuses_what_a_format_cannot_hold(store):

@@ -44,7 +44,7 @@ def test_rules_rewrite_what_spark_lacks():
         body = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("--")).upper()
         for construct in (r"\$", r"\bROWID\b", r"\bLIST_POSITION\(", r"\bQUALIFY\b", r"\bIN_SCOPE\(", r"\bSTEP_END\(",
                           r"\bSORT_VALUE\(", r"\bMODE_RANK\(", r"\b_\w+_IN\(", r"\bLISTAGG\b", r"\bSTRING_AGG\b",
-                          r"\bEPOCH\(", r"\bUNIX_TIMESTAMP\("):
+                          r"\bEPOCH\(", r"\bEPOCH_US\(", r"\bUNIX_TIMESTAMP\("):
             assert not re.search(construct, body), (path.name, construct)
 
 
@@ -120,6 +120,43 @@ def test_views_equal_duckdb(stores, spark_profiles, view):
     actual = spark_profiles.sql(f"SELECT * FROM {view}")
     assert expected.num_rows > 0, view
     assert_same_table(actual, expected, ordered=False)
+
+
+# Two nodes start step 0 at real epoch times 123,455 us apart: as seconds since the epoch (doubles near
+# 1.7e9, a unit in the last place of 0.24 us) their difference is 0.12345504760742188, not 0.123455.
+SPREAD_STARTS_US = {"algo-1": 1_700_000_000_000_001, "algo-2": 1_700_000_000_123_456}
+
+
+@pytest.fixture(scope="module")
+def epoch_store(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("epoch-times")
+    job = JobBuilder(base / "job")
+    for node, start in SPREAD_STARTS_US.items():
+        job.cprofile(node, f"train-0-stepstart-{start}_train-0-stepend-{start + 2_000_000}")
+    ingest(str(base / "job"), str(base / "store"))
+    return base / "store"
+
+
+def _spread_and_skew(profiles) -> tuple[float, float]:
+    (row,) = profiles.sql("SELECT start_spread_seconds, skew_seconds FROM step_node_skew WHERE step = 0").to_pylist()
+    return row["start_spread_seconds"], row["skew_seconds"]
+
+
+def test_start_spread_is_computed_from_integer_microseconds(epoch_store):
+    """start_spread_seconds was epoch(max) - epoch(min): two doubles near 1.7e9 s, 0.05 us off here
+    (relative 4e-7, beyond the 1e-12 within which Spark must equal DuckDB)."""
+    spread, skew = _spread_and_skew(Profiles(str(epoch_store)))
+    exact = (SPREAD_STARTS_US["algo-2"] - SPREAD_STARTS_US["algo-1"]) / 1e6
+    assert exact == 0.123455 != SPREAD_STARTS_US["algo-2"] / 1e6 - SPREAD_STARTS_US["algo-1"] / 1e6
+    assert spread == exact
+    assert skew == 0.0
+
+
+@pytest.mark.integration
+def test_start_spread_is_the_same_double_on_spark(epoch_store, spark):
+    from proflake.spark import SparkProfiles
+
+    assert _spread_and_skew(SparkProfiles(spark, str(epoch_store))) == _spread_and_skew(Profiles(str(epoch_store)))
 
 
 @pytest.mark.integration

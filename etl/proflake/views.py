@@ -162,7 +162,7 @@ VIEWS: tuple[ViewSpec, ...] = (
             skew_ratio float64 slowest / fastest (NULL when fastest is 0).
             fastest_node string The fastest node (ties: the first by name).
             slowest_node string The slowest node (ties: the last by name).
-            start_spread_seconds float64 Latest start minus earliest start of the step across nodes.
+            start_spread_seconds float64 Latest start minus earliest start of the step across nodes (exact to the microsecond).
         """),
     ),
     ViewSpec(

@@ -212,7 +212,9 @@ SELECT
   MAX(wall_seconds) / NULLIF(MIN(wall_seconds), 0) AS skew_ratio,
   MIN_BY(node_id, STRUCT(wall_seconds, node_id)) AS fastest_node,
   MAX_BY(node_id, STRUCT(wall_seconds, node_id)) AS slowest_node,
-  UNIX_MICROS(MAX(start_time)) / 1e6 - UNIX_MICROS(MIN(start_time)) / 1e6 AS start_spread_seconds
+  (
+    UNIX_MICROS(MAX(start_time)) - UNIX_MICROS(MIN(start_time))
+  ) / 1e6 AS start_spread_seconds
 FROM step_wall_time
 GROUP BY
   job_id,

@@ -201,6 +201,53 @@ def scope_options(f: Callable, *, with_node: bool = True) -> Callable:
     return click.option("--job", metavar="ID", help="The training job (needed when the store holds several).")(f)
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage error click found (unknown option or command, missing argument, bad value), shown as the one
+    line every proflake error is (``proflake: error: ...``), pointing at the command's --help, instead of
+    click's usage, hint and error lines. Exit code 2 (ExitCode.USAGE), as click's."""
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    def format_message(self) -> str:
+        command = self.ctx.command_path if self.ctx is not None else "proflake"
+        return f"{one_sentence(self.message)}; see '{command} --help'"
+
+    def __str__(self) -> str:
+        return self.format_message()
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"proflake: error: {self.format_message()}", file=file if file is not None else sys.stderr)
+
+
+def one_sentence(message: str) -> str:
+    """Click's message as one line in proflake's style: ``Missing option '--format'. Choose from:\n\tcsv,
+    ...`` becomes ``missing option '--format'; choose from: csv, ...``."""
+    import re
+
+    text = " ".join(message.split())
+    text = re.sub(r"\. \((\w)", lambda m: " (" + m[1].lower(), text)  # ". (Did you mean" -> " (did you mean"
+    text = re.sub(r"\. Did you mean ([^?]*)\?", r" (did you mean \1?)", text)
+    text = re.sub(r"\. ([A-Z])(?=[a-z])", lambda m: "; " + m[1].lower(), text)  # ". Choose from" -> "; choose from"
+    text = text.rstrip(".")
+    if len(text) > 1 and text[0].isupper() and text[1].islower():
+        text = text[0].lower() + text[1:]
+    return text
+
+
+def _one_line(error: click.UsageError) -> click.UsageError:
+    if isinstance(error, OneLineUsageError):
+        return error
+    if isinstance(error, click.exceptions.NoArgsIsHelpError):
+        ctx = error.ctx
+        # ``proflake`` alone shows its help, as click does; ``proflake fetch`` alone names its commands.
+        if ctx is None or ctx.parent is None or not isinstance(ctx.command, click.Group):
+            return error
+        names = ", ".join(ctx.command.list_commands(ctx))
+        return OneLineUsageError(click.UsageError(f"missing command; expected one of: {names}", ctx))
+    return OneLineUsageError(error)
+
+
 class ProflakeGroup(click.Group):
     """Turns proflake's errors into one line on stderr and a documented exit code, for every command.
 
@@ -221,9 +268,17 @@ class ProflakeGroup(click.Group):
             importlib.import_module(f"proflake.cli.{self.lazy_commands[cmd_name]}")
         return super().get_command(ctx, cmd_name)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as e:  # this group's own options: proflake --bogus
+            raise _one_line(e) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as e:  # a command's arguments and options, as click parses them
+            raise _one_line(e) from None
         except ProflakeError as e:
             say(f"proflake: error: {e}")
             ctx.exit(e.exit_code)

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from proflake.cli.common import cli, say, scope_options, store_option
+from proflake.cli.common import cli, say, scope_options, stdout_is_terminal, store_option
 from proflake.cli.selection import add_selection_commands
-from proflake.errors import ProflakeError
+from proflake.errors import ProflakeError, UsageError
 
 # The renderers' names (proflake.render.exports.EXPORT_FORMATS, which imports pyarrow); a test keeps them equal.
 EXPORT_FORMAT_NAMES = ("speedscope", "collapsed", "prof")
@@ -37,12 +37,19 @@ def _run(method: str, options: dict[str, Any], arguments: dict[str, Any]) -> Non
     from proflake.query.profiles import Profiles
     from proflake.render.exports import renderer
 
-    profiles = Profiles(options.pop("store"))
     fmt, output = options.pop("fmt"), options.pop("output")
+    writer = renderer(fmt)
+    if not output and stdout_is_terminal():
+        # Every export is a file for another tool: a speedscope file of one step is ~45 KB of JSON on one line.
+        kind = "binary data, which a terminal cannot show" if writer.output_is_binary else "a file for another tool, not for reading on a terminal"
+        raise UsageError(
+            f"--format {fmt} writes {kind}; pass --output FILE (or redirect: > profile.{writer.output_file_extension})"
+        )
+    profiles = Profiles(options.pop("store"))
     result = profiles.fetch(method, **options, **arguments)
     if result.empty:
         say(f"no {result.profiler} intervals matched {method.replace('_', '-')}")
-    data = renderer(fmt).render(result)
+    data = writer.render(result)
     if output:
         try:
             Path(output).write_bytes(data)

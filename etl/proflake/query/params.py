@@ -66,12 +66,20 @@ def method_params(spec: FetchMethod, a: dict[str, Any]) -> dict[str, Any]:
     if method == "by_time":
         start, end = epoch_seconds(a["start_time_s"]), epoch_seconds(a["end_time_s"])
         if end < start:
-            raise UsageError(f"the time window ends ({a['end_time_s']}) before it starts ({a['start_time_s']})")
+            raise UsageError(
+                f"the time window ends ({a['end_time_s']}) before it starts ({a['start_time_s']}); "
+                "give its start first, then its end"
+            )
         return {"start_time_us": start * 1e6, "end_time_us": end * 1e6}
     if method == "by_step":
         start_step = parse_step(a["start_step"], at_end=False)
         end_raw = a.get("end_step")
         end_step = start_step if end_raw is None else parse_step(end_raw, at_end=True)
+        if end_step < start_step:
+            raise UsageError(
+                f"the step range ends ({end_raw}) before it starts ({a['start_step']}); "
+                "give its first step first, then its last"
+            )
         return {
             "start_step": start_step,
             "end_step": end_step,

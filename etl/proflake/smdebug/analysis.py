@@ -19,6 +19,7 @@ from proflake.errors import MissingFolderError
 from proflake.ingestion.batch import IngestReport
 from proflake.ingestion.probe import Known, probe
 from proflake.modes import PythonProfileModes, StepPhase, parse_mode, parse_phase
+from proflake.query.params import parse_step
 from proflake.query.profiles import Step
 from proflake.smdebug.store_view import Answer, default_store, view_for
 from proflake.sources import Source, open_source
@@ -96,7 +97,8 @@ class PythonProfileAnalysis:
         (kept until the view changes: an unchanged job pays for this once, not at every call)."""
         if self._view.known is None:
             known: dict[str, tuple[int, str]] = {}
-            if self.store.exists():
+            self._view.store_exists = self.store.exists()
+            if self._view.store_exists:
                 for table in (self.profiles.errors(), self.profiles.intervals_table()):
                     known.update(
                         zip(
@@ -108,10 +110,12 @@ class PythonProfileAnalysis:
         return self._view.known
 
     def _ingest_if_new(self) -> None:
-        """Ingest the source when its listing shows a new or changed stats file; otherwise do nothing."""
+        """Ingest the source when its listing shows a new or changed stats file, or when the store does not
+        exist yet: a job that has written no stats file yet gets an empty store, so every answer is
+        smdebug's empty one (no stats), not a missing store. Otherwise do nothing."""
         assert self._src is not None
         self._view.follow_store()
-        if probe(self._src, self._known()).unchanged:
+        if probe(self._src, self._known()).unchanged and self._view.store_exists:
             return
         report = self.profiles.ingest(self._src, wait=INGEST_WAIT_S, qualify_jobs=True)  # refreshes the view
         self.last_ingest = report
@@ -169,8 +173,13 @@ class PythonProfileAnalysis:
         node_id: str | None = "any",
         refresh_stats: bool = True,
     ) -> Any:
-        """Intervals of one mode within steps start_step..end_step (end_step defaults to start_step)."""
+        """Intervals of one mode within steps start_step..end_step (end_step defaults to start_step).
+        A range that ends before it starts matches nothing, as in smdebug."""
         mode, start_phase, end_phase = parse_mode(mode), parse_phase(start_phase), parse_phase(end_phase)
+        if end_step is not None and parse_step(end_step, at_end=True) < parse_step(start_step, at_end=False):
+            self._refresh(refresh_stats)
+            print(NO_STATS_FOR_INTERVAL)
+            return None
         return self._result(
             self._fetch(
                 "by_step",

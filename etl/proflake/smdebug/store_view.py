@@ -69,6 +69,7 @@ class _View:
     def __init__(self, profiles: Profiles) -> None:
         self.profiles = profiles
         self.known: Known | None = None  # the files the view answers from, and the quarantined ones
+        self.store_exists = False  # as of the last time ``known`` was filled
         self.generation = 0
         self.heads: tuple | None = None  # _log_heads when the view was (re)opened
         self.answers: dict[Hashable, Answer] = {}

@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, untyped
 from pathlib import Path
 
 from proflake.errors import SourceError, UsageError
@@ -122,16 +124,112 @@ def _time(us: float) -> str:
     return f"{us:.1f}" if us != int(us) else str(int(us))
 
 
+# pyinstrument's JSONRenderer writes start_time and duration before root_frame: the first 64 KB hold them.
+_HEAD_BYTES = 64 * 1024
+_SESSION_FIELDS = ("start_time", "duration")
+
+
 def _pyinstrument_session(path: Path) -> tuple[float, float] | None:
-    """(start_time, duration) in seconds from a pyinstrument JSON, or None if it has no usable ones."""
+    """(start_time, duration) in seconds from a pyinstrument JSON, or None if it has no usable ones.
+
+    Only the top-level fields are read, never the call tree: a recursion 5,000 frames deep is 10,000
+    nesting levels, past what ``json.load`` can decode (RecursionError). The file's head is read first;
+    the rest only when the fields come after root_frame (a file re-written with sorted keys). A file this
+    cannot read gets no session times; the reader then ingests it or says what is wrong with it."""
     try:
         with open(path, "rb") as f:
-            data = json.load(f)
-        start, duration = data["start_time"], data["duration"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # the reader will say what is wrong with the file
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, duration)):
+            data = f.read(_HEAD_BYTES)
+            fields = _top_level_fields(data, _SESSION_FIELDS)
+            if fields is None and len(data) == _HEAD_BYTES:
+                data += f.read()
+                fields = _top_level_fields(data, _SESSION_FIELDS, whole=True)
+    except OSError:
         return None
-    if not (math.isfinite(start) and math.isfinite(duration)) or start < 0 or duration < 0:
+    if fields is None:
         return None
-    return float(start), float(duration)
+    start, duration = _seconds(fields["start_time"]), _seconds(fields["duration"])
+    return None if start is None or duration is None else (start, duration)
+
+
+def _seconds(value: object) -> float | None:
+    """A finite, non-negative number of seconds, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _top_level_fields(data: bytes, names: tuple[str, ...], *, whole: bool = False) -> dict[str, object] | None:
+    """The scalar values of the top-level fields ``names`` of the JSON object in ``data`` (all of them,
+    or None: not found, not JSON, or ``data`` ends first). Nested values are skipped with a bracket
+    counter, not decoded: no recursion and no tree in memory, however deep the document. ``whole``: the
+    file's full text, tried with the C decoder first (fast when it is not deep)."""
+    try:
+        text = data.decode("utf-8")
+        if whole:
+            try:
+                doc = json.loads(text)
+            except RecursionError:
+                pass
+            else:
+                if type(doc) is not dict or not all(name in doc for name in names):
+                    return None
+                return {name: doc[name] for name in names}
+        return _scan_top_level(text, names)
+    except (ValueError, IndexError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+_BRACKET_OR_QUOTE = re.compile(r'["{}\[\]]')
+_SCALAR_END = re.compile(r"[,}\] \t\n\r]")
+
+
+def _scan_top_level(text: str, names: tuple[str, ...]) -> dict[str, object] | None:
+    found: dict[str, object] = {}
+    pos = _WS.match(text).end()  # type: ignore[union-attr]
+    if not text.startswith("{", pos):
+        return None
+    pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    while pos < len(text) and text[pos] == '"':
+        key, pos = scanstring(text, pos + 1)
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if not text.startswith(":", pos):
+            return None
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+        end = _skip_value(text, pos)
+        if key in names and text[pos] not in '{["':
+            found[key] = json.loads(text[pos:end])
+            if len(found) == len(names):
+                return found
+        pos = _WS.match(text, end).end()  # type: ignore[union-attr]
+        if not text.startswith(",", pos):
+            return None
+        pos = _WS.match(text, pos + 1).end()  # type: ignore[union-attr]
+    return None
+
+
+def _skip_value(text: str, pos: int) -> int:
+    """Where the JSON value starting at ``pos`` ends (it is not checked, only delimited)."""
+    first = text[pos]
+    if first == '"':
+        return int(scanstring(text, pos + 1)[1])
+    if first not in "{[":
+        match = _SCALAR_END.search(text, pos)
+        if match is None:
+            raise ValueError("the text ends inside a value")
+        return match.start()
+    depth = 0
+    while True:
+        match = _BRACKET_OR_QUOTE.search(text, pos)
+        if match is None:
+            raise ValueError("the text ends inside a value")
+        pos = match.end()
+        mark = match.group()
+        if mark == '"':
+            pos = int(scanstring(text, pos)[1])
+        elif mark in "{[":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return pos

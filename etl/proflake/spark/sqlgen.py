@@ -202,10 +202,13 @@ def tuple_to_struct(tree):
 
 
 def epoch_seconds(tree):
-    """DuckDB's epoch(ts) keeps the microseconds; sqlglot's UNIX_TIMESTAMP would drop them."""
+    """DuckDB's epoch(ts) keeps the microseconds; sqlglot's UNIX_TIMESTAMP would drop them. DuckDB's
+    epoch_us(ts), the integer microseconds, is Spark's unix_micros(ts)."""
     _, exp = _sqlglot()
 
     def rewrite(node):
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "epoch_us":
+            return exp.Anonymous(this="unix_micros", expressions=[e.copy() for e in node.expressions])
         if isinstance(node, (exp.TimeToUnix, exp.Anonymous)) and (
             isinstance(node, exp.TimeToUnix) or str(node.this).lower() == "epoch"
         ):
