@@ -21,15 +21,26 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "bounded"))
 INTEGRATION_MODULES = {"test_bench", "test_install", "test_s3", "test_s3_faults", "test_signals", "test_decoder_sanitized"}
 # Modules that use the session's Spark: scheduled on one xdist worker, so the run starts one JVM.
 SPARK_MODULES = {"test_spark", "test_spark_ingest", "test_time_zones"}
+# Tests elsewhere that kill or pause real ingest processes; any test on the S3 server or Spark (the s3 and
+# spark fixtures) is integration too.
 INTEGRATION_TESTS = {
     "test_killed_runs_leave_nothing_lost_or_doubled",
+    "test_fact_files_of_a_killed_run_stay_out_of_the_tables",
+    "test_killed_replacing_run_recovers",
+    "test_full_refresh_killed_after_every_commit_and_at_random_never_shows_two_generations",
+    "test_full_refresh_replaces_only_what_its_source_covers",
+    "test_killed_at_every_commit_the_rollups_end_fresh_and_right",
+    "test_a_holder_paused_past_its_lease_loses_the_lock_and_never_commits_after",
+    "test_breaking_a_stale_lock_never_removes_the_next_holders",
     "test_queries_and_schemas_ship_inside_the_wheel",
 }
+REAL_COMPONENTS = {"s3", "spark"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.module is not None and item.module.__name__ in INTEGRATION_MODULES or item.originalname in INTEGRATION_TESTS:
+        in_module = item.module is not None and item.module.__name__ in INTEGRATION_MODULES
+        if in_module or item.originalname in INTEGRATION_TESTS or REAL_COMPONENTS & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
 
 
