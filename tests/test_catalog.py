@@ -67,7 +67,7 @@ def readme_store(tmp_path_factory) -> Store:
 def catalog_file(readme_store) -> Path:
     out = Path(readme_store.root).parent / "bi" / "proflake.duckdb"
     out.parent.mkdir()
-    result = CliRunner().invoke(cli, ["catalog", "--out", str(out), "--store", readme_store.location])
+    result = CliRunner().invoke(cli, ["catalog", "--out", str(out), "--views", "--store", readme_store.location])
     assert result.exit_code == 0, result.stderr
     assert "wrote catalog" in result.stderr and "proflake.duckdb.init.sql" in result.stderr
     return out
@@ -291,6 +291,42 @@ def test_materialized_catalog_is_locked_down_by_its_url_alone(readme_store, tmp_
     assert not evil.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["bi"]
 
 
+def _tree_digest(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.skipif(duckdb_shell() is None, reason="no duckdb shell: pip install duckdb-cli (in the test extra)")
+def test_the_default_catalog_lets_no_client_write_any_file(readme_store, tmp_path):
+    """The red team's overwrite (COPY ... TO a live Parquet file through the documented catalog) and every
+    other way to write a file: refused by the default catalog (a copy), the store byte for byte the same."""
+    out = tmp_path / "bi" / "proflake.duckdb"
+    out.parent.mkdir()
+    result = CliRunner().invoke(cli, ["catalog", "--out", str(out), "--no-register", "--store", readme_store.location])
+    assert result.exit_code == 0 and "a copy of the store's data" in result.stderr, result.stderr
+    store = Path(readme_store.root)
+    before = _tree_digest(store)
+    live = sorted((store / "function_stats").glob("*.parquet"))[0]
+    temp = Path(os.environ.get("TMPDIR", "/tmp")) / f"proflake-{secrets.token_hex(4)}"
+    for statements in (
+        [f"COPY (SELECT * FROM function_stats) TO '{live}' (FORMAT parquet)"],
+        [f"COPY (SELECT 1 AS x) TO '{store / 'intervals' / 'copied-in.csv'}'"],
+        [f"COPY (SELECT 1 AS x) TO '{temp}.csv'"],
+        [f"EXPORT DATABASE '{tmp_path / 'exported'}'"],
+        [f"ATTACH '{tmp_path / 'other.duckdb'}' AS other", "CREATE TABLE other.t AS SELECT * FROM intervals"],
+        ["CREATE TABLE t AS SELECT * FROM intervals"],
+        ["SET temp_directory = '/tmp'"],
+    ):
+        done = shell(out, *statements)
+        assert done.returncode != 0, (statements, done.stdout)
+        assert "Error" in done.stdout + done.stderr, (statements, done.stdout, done.stderr)
+    assert shell(out, "SELECT count(*) AS n FROM function_stats").returncode == 0  # it still answers
+    assert _tree_digest(store) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bi"] and not Path(f"{temp}.csv").exists()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["proflake.duckdb", "proflake.duckdb.init.sql"]
+
+
 # -- refresh ---------------------------------------------------------------------------------------
 @pytest.fixture
 def growing(tmp_path):
@@ -300,7 +336,7 @@ def growing(tmp_path):
     ingest(str(tmp_path / "job"), store.location)
     out = tmp_path / "bi" / "proflake.duckdb"
     out.parent.mkdir()
-    build_catalog(store, out)
+    build_catalog(store, out, materialize=False)
     return job, store, out
 
 
@@ -424,9 +460,9 @@ def test_s3_store_catalog_is_materialized_and_needs_no_httpfs(tmp_path, monkeypa
         assert proflake("ingest", str(tmp_path / "job")).exit_code == 0
         out = tmp_path / "bi" / "s3.duckdb"
         out.parent.mkdir()
+        done = proflake("catalog", "--out", str(out), "--views")
+        assert done.exit_code == ExitCode.USAGE and "drop --views" in done.stderr and not out.exists()
         done = proflake("catalog", "--out", str(out))
-        assert done.exit_code == ExitCode.USAGE and "add --materialize" in done.stderr and not out.exists()
-        done = proflake("catalog", "--out", str(out), "--materialize")
         assert done.exit_code == 0, done.stderr
         # Another process, no network, no extension, nothing allowed outside the file: it still answers.
         code = (

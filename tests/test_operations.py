@@ -114,7 +114,7 @@ def test_pooled_sqlalchemy_connections_are_each_locked_down(store, tmp_path):
     from proflake.bi.pool import on_connect
 
     catalog = tmp_path / "bi.duckdb"
-    build_catalog(Store(str(store)), catalog, register=False)
+    build_catalog(Store(str(store)), catalog, materialize=False, register=False)
     # What the old recipe did (run the .init.sql on each new connection) fails on the second one.
     naive = sqlalchemy.create_engine(f"duckdb:///{catalog}?access_mode=read_only", pool_size=4)
     text = init_sql_path(catalog).read_text()

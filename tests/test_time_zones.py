@@ -53,7 +53,7 @@ def catalogs(store) -> dict[str, Path]:
     folder = Path(store.root).parent / "bi"
     folder.mkdir()
     out = {"views": folder / "views.duckdb", "materialized": folder / "copy.duckdb"}
-    build_catalog(store, out["views"], register=False)
+    build_catalog(store, out["views"], materialize=False, register=False)
     build_catalog(store, out["materialized"], materialize=True, register=False)
     return out
 

@@ -2,7 +2,7 @@
 directly, holding one view per store table and the convenience views of queries/views.sql.
 
     proflake catalog --out proflake.duckdb               # views only: no data copied (local stores)
-    proflake catalog --out proflake.duckdb --materialize # a self-contained copy (required for S3 stores)
+    proflake catalog --out proflake.duckdb --views       # views over the store's files (trusted SQL only)
 
 A catalog is a snapshot of each Delta table's live file list (Delta's list changes with every commit and
 compaction, and vacuum deletes files an old list may still name), so it is rewritten, atomically, by
@@ -83,16 +83,21 @@ def build_catalog(
     store: Store,
     out: str | os.PathLike,
     *,
-    materialize: bool = False,
+    materialize: bool = True,
     register: bool = True,
 ) -> CatalogReport:
     """Write the catalog for ``store`` to ``out`` atomically (a temporary file, then os.replace), and by
-    default register it in the store so ``refresh_catalogs`` keeps it current."""
+    default register it in the store so ``refresh_catalogs`` keeps it current.
+
+    ``materialize`` (the default) copies the committed rows into the catalog: a connection locked down by
+    its ``.init.sql`` (or its URL options) then reads and writes no file at all, so no BI client can
+    change the store. ``materialize=False`` writes views over the store's Parquet files instead, for
+    trusted SQL only: DuckDB lets ``COPY ... TO`` write into a folder a connection may read, the store's."""
     started = time.perf_counter()
     store.require()
     if store.is_remote and not materialize:
         raise UsageError(
-            "a catalog of an S3 store must hold a copy of the data: add --materialize "
+            "a catalog of an S3 store must hold a copy of the data: drop --views "
             "(views over s3:// would need DuckDB's httpfs extension in every BI tool)"
         )
     target = Path(out).expanduser().absolute()

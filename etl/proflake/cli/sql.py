@@ -58,12 +58,16 @@ def sql(
 @cli.command()
 @store_option
 @click.option("--out", metavar="FILE", help="Write the catalog to FILE (e.g. proflake.duckdb) and register it in the store.")
-@click.option("--materialize", is_flag=True, help="Copy the data into the catalog (required for an S3 store).")
+@click.option("--materialize", is_flag=True, help="Copy the committed rows into the catalog (the default).")
+@click.option("--views", is_flag=True,
+              help="Views over the store's files instead of a copy: for trusted SQL only (a client can COPY into the store's folders).")
 @click.option("--no-register", is_flag=True, help="Do not register FILE for refresh after each ingest and compaction.")
 @click.option("--refresh", is_flag=True, help="Rewrite every catalog registered in the store.")
 @click.option("--list", "list_", is_flag=True, help="List the catalogs registered in the store.")
-def catalog(store: Store, out: str | None, materialize: bool, no_register: bool, refresh: bool, list_: bool) -> None:
-    """Write a DuckDB catalog file for BI tools (Superset, Metabase, DBeaver, the duckdb shell): views over
+def catalog(
+    store: Store, out: str | None, materialize: bool, views: bool, no_register: bool, refresh: bool, list_: bool
+) -> None:
+    """Write a DuckDB catalog file for BI tools (Superset, Metabase, DBeaver, the duckdb shell): a copy of
     the store's tables plus the convenience views, kept current by ingest and compaction."""
     import pyarrow as pa
 
@@ -71,6 +75,8 @@ def catalog(store: Store, out: str | None, materialize: bool, no_register: bool,
 
     if sum(map(bool, (out, refresh, list_))) != 1:
         raise click.UsageError("give exactly one of --out FILE, --refresh or --list")
+    if materialize and views:
+        raise click.UsageError("give --materialize (a copy, the default) or --views, not both")
     if list_:
         entries = catalogs.registered_catalogs(store)
         table = pa.table({
@@ -89,7 +95,7 @@ def catalog(store: Store, out: str | None, materialize: bool, no_register: bool,
             raise SystemExit(ExitCode.FAILURE)
         return
     assert out is not None  # exactly one of --out, --refresh, --list was given
-    report = catalogs.build_catalog(store, out, materialize=materialize, register=not no_register)
+    report = catalogs.build_catalog(store, out, materialize=not views, register=not no_register)
     say(report.summary())
     say(f"lock-down statements for BI connections: {catalogs.init_sql_path(report.path)}")
 
