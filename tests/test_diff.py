@@ -219,6 +219,67 @@ def test_a_3_percent_change_inside_10_percent_jitter_is_not_a_regression():
     assert failures <= 2
 
 
+def _pair(rng, samples, factors, jitter):
+    """Base and head summaries: ``samples`` steps a side, each function's head time scaled by its factor."""
+    head_functions = {f: t * factors.get(f, 1.0) for f, t in FUNCTIONS.items()}
+    base = step_times(rng, FUNCTIONS, samples, jitter)
+    head = step_times(rng, head_functions, samples, jitter)
+    return tuple(diff_module.summarise({f: [s[f] for s in steps] for f in FUNCTIONS}) for steps in (base, head))
+
+
+def test_fail_on_percent_fails_exactly_when_fail_on_total_does_over_many_generated_pairs():
+    """The gate's rule (docs/diff.md, "The gate"): the total is tested first at the full alpha, the functions
+    only behind it, so `--fail-on X` (both) and `--fail-on total:X` reach the same verdict on every pair."""
+    rng = np.random.default_rng(32)
+    verdicts = {True: 0, False: 0}
+    for _ in range(300):
+        samples = int(rng.integers(2, 21))
+        factors = {f: float(rng.choice([1.0, 1.0, rng.uniform(0.7, 1.8)])) for f in FUNCTIONS}
+        base, head = _pair(rng, samples, factors, float(rng.uniform(0.02, 0.4)))
+        total, table = diff_module.compare(base, head, samples, samples)
+        result = _result(total, table)
+        threshold = float(rng.choice([0.0, 0.05, 0.10, 0.25]))
+        both, total_only = result.gate(total=threshold, function=threshold), result.gate(total=threshold)
+        assert bool(both) == bool(total_only), (both, total_only)
+        if both:
+            assert both[0] == total_only[0] and both[0].startswith("total ")
+        verdicts[bool(both)] += 1
+    assert verdicts[True] > 30 and verdicts[False] > 30  # both verdicts were reached, many times
+
+
+def test_a_slower_total_fails_the_both_gate_that_holm_over_everything_passed():
+    """The red team's case: every function ~39% slower, 4 steps a side. Holm over the total and every
+    function diluted the total's own test, so `--fail-on 10%` passed while `total:10%` failed."""
+    rng = np.random.default_rng(389)
+    base, head = _pair(rng, 4, {f: 1.389 for f in FUNCTIONS}, 0.10)
+    total, table = diff_module.compare(base, head, 4, 4)
+    result = _result(total, table)
+    (p_total,) = stats.exceeds(np.array([total["change"]]), np.array([0.10 * total["base"]]),
+                               np.array([total["se"]]), np.array([total["df"]]))
+    rows = [r for r in table.to_pylist() if r["status"] not in ("minor", "untested")]
+    p_rows = stats.exceeds(np.array([r["self_change"] for r in rows]), np.array([0.10 * r["base_self"] for r in rows]),
+                           np.array([r["self_se"] for r in rows]), np.array([r["self_df"] for r in rows]))
+    diluted = stats.holm(np.concatenate([[p_total], p_rows]))[0]
+    assert p_total < 0.05 <= diluted  # the old procedure's verdict: no regression
+    reasons = result.gate(total=0.10, function=0.10)
+    assert reasons and reasons[0].startswith("total +") and f"p={p_total:.2g} < alpha 0.05" in reasons[0]
+    assert reasons[0].endswith("samples)")
+
+
+def test_every_verdict_says_which_test_its_p_and_threshold():
+    rng = np.random.default_rng(7)
+    base, head = _pair(rng, 12, {}, 0.10)
+    total, table = diff_module.compare(base, head, 12, 12)
+    result = _result(total, table)
+    assert result.gate(total=0.10, function=0.10) == []
+    lines = result.verdict(total=0.10, function=0.10)
+    assert lines[0].startswith("total ") and "not shown over +10%" in lines[0] and "one-sided Welch, p=" in lines[0]
+    assert ">= alpha 0.05" in lines[0]
+    assert lines[1].startswith("functions not tested: they are tested behind the total")
+    alone = result.verdict(function=0.10)
+    assert len(alone) == 1 and "Holm over" in alone[0] and "smallest p=" in alone[0]
+
+
 def _result(total, table):
     side = diff_module.Side(diff_module.Selection(), None, None, 0, 0, 0.0)
     return diff_module.DiffResult("cprofile", "step", "name", 0.05, 0.95, 0.01, side, side, total, table, [])
@@ -378,6 +439,9 @@ def test_cli_gate_passes_on_a_no_change_pair(two_runs):
     header = next(csv.reader(io.StringIO(result.stdout)))
     assert header[:2] == ["function", "filename"] and "p_adjusted" in header
     assert "no significant regression" in result.stderr
+    # ... and why: the test, its p-value against alpha, the threshold and the samples.
+    assert "total " in result.stderr and "not shown over +10% (one-sided Welch, p=" in result.stderr
+    assert "12 vs 12 samples" in result.stderr or "24 vs 24 samples" in result.stderr, result.stderr
 
 
 def test_cli_fail_on_total_only_and_table(two_runs):

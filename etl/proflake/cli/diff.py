@@ -161,4 +161,6 @@ def diff(
             for reason in reasons:
                 say(f"  {reason}")
             click.get_current_context().exit(ExitCode.REGRESSION)
-        say("no significant regression at the --fail-on threshold(s)")
+        say("no significant regression at the --fail-on threshold(s):")
+        for line in result.verdict(total_gate, function_gate):
+            say(f"  {line}")

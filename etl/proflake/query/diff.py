@@ -19,12 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from proflake.errors import UnknownNameError, UsageError
-from proflake.query import stats
 from proflake.query.diff_table import (  # noqa: F401 - part of the API
     DIFF_SCHEMA,
     TABLE_COLUMNS,
@@ -34,6 +32,7 @@ from proflake.query.diff_table import (  # noqa: F401 - part of the API
     summarise,
     summary_lines,
 )
+from proflake.query.gate import MIN_SAMPLES, gate_tests
 from proflake.query.names import DIFF_MATCH, DIFF_PER
 
 if TYPE_CHECKING:
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
 
 PER = DIFF_PER
 MATCH = DIFF_MATCH
-MIN_SAMPLES = 2  # per side, for any test; fewer than FEW_SAMPLES gets a warning about power
 FEW_SAMPLES = 5
 _BY_STEP_DEFAULTS = {"start_step": "*", "end_step": "*", "mode": "train"}
 
@@ -133,57 +131,29 @@ class DiffResult:
         return self.base.samples >= MIN_SAMPLES and self.head.samples >= MIN_SAMPLES
 
     def gate(self, total: float | None = None, function: float | None = None) -> list[str]:
-        """Reasons to fail a regression gate, one line each; empty when it passes.
+        """Reasons to fail a regression gate, one line each; empty when it passes (``verdict`` says why).
 
         ``total``: the total own time per step grew by more than this fraction of the base (0.10 = 10%).
         ``function``: a tested function's own time (one holding ``min_share`` of a side's total) grew by more
         than this fraction of its base time, or it is new. "Grew by more" is a one-sided Welch test of
-        H0 "the growth is at most the threshold", Holm-corrected over everything the gate looks at, at
-        ``alpha``: a gate fails only when the data make a slowdown beyond the threshold likely, so a change
-        at or below the threshold fails it at most ``alpha`` of the time, whatever the noise.
+        H0 "the growth is at most the threshold", in a fixed sequence (proflake.query.gate): the total at
+        the full ``alpha``; the functions, Holm-corrected among themselves, only behind it (when the total
+        is not gated, or failed). So ``gate(t, f)`` fails exactly when ``gate(t)`` does, and a change at or
+        below every threshold fails it at most ``alpha`` of the time, whatever the noise.
         """
-        candidates: list[
-            tuple[str, float, float, float, float, str]
-        ] = []  # (what, change, bound, se, df, reason)
-        unit = "s/step" if self.per == "step" else "s/s"
-        t = self.total
-        if total is not None and t["se"] is not None:
-            label = (
-                f"total {_pct(t['change_ratio'])} ({t['base']:.6g} -> {t['head']:.6g} {unit}, {_pct_ci(t)})"
-            )
-            reason = f"{label}: over +{total * 100:g}%"
-            candidates.append(("total", t["change"], total * t["base"], t["se"], t["df"], reason))
-        if function is not None:
-            for row in self.table.to_pylist():
-                if row["status"] in ("minor", "untested") or row["self_se"] is None:
-                    continue
-                ci = {"base": row["base_self"], "ci_low": row["self_ci_low"], "ci_high": row["self_ci_high"]}
-                what = "new" if row["base_self"] == 0 else _pct(row["self_change_ratio"])
-                label = (
-                    f"{row['function']} {what} ({row['base_self']:.6g} -> {row['head_self']:.6g} {unit}, "
-                    f"{_pct_ci(ci)})"
-                )
-                bound = function * row["base_self"]
-                reason = f"{label}: over +{function * 100:g}%"
-                candidates.append(
-                    (row["function"], row["self_change"], bound, row["self_se"], row["self_df"], reason)
-                )
-        if not candidates:
-            return []
-        _, change, bound, se, df, _ = (np.array(c, dtype=object) for c in zip(*candidates))
-        p = stats.exceeds(change.astype(float), bound.astype(float), se.astype(float), df.astype(float))
-        adjusted = stats.holm(p)
-        reasons = []
-        for (*_rest, reason), p_adj in zip(candidates, adjusted):
-            if p_adj < self.alpha:
-                reasons.append(f"{reason} (p={p_adj:.2g})")
-        return reasons
+        return [line for failed, line in gate_tests(self, total, function) if failed]
+
+    def verdict(self, total: float | None = None, function: float | None = None) -> list[str]:
+        """Every test the gate made, failed or not, one line each with its p-value, threshold and
+        samples; and a line for what it did not test and why."""
+        return [line for _, line in gate_tests(self, total, function)]
 
     def to_dict(
         self, fail_on_total: float | None = None, fail_on_function: float | None = None
     ) -> dict[str, Any]:
         """Everything as plain JSON-able values: sides, method, total, functions, gate, warnings."""
         reasons = self.gate(fail_on_total, fail_on_function)
+        verdict = self.verdict(fail_on_total, fail_on_function)
         return {
             "profiler": self.profiler,
             "per": self.per,
@@ -193,6 +163,7 @@ class DiffResult:
                 "alpha": self.alpha,
                 "confidence": self.confidence,
                 "correction": "holm",
+                "gate_procedure": "fixed_sequence",
                 "min_share": self.min_share,
             },
             "base": self.base.to_dict(),
@@ -203,6 +174,7 @@ class DiffResult:
                 "fail_on_function": fail_on_function,
                 "failed": bool(reasons),
                 "reasons": reasons,
+                "verdict": verdict,
             },
             "warnings": list(self.warnings),
             "functions": [{k: _jsonable(v) for k, v in row.items()} for row in self.table.to_pylist()],
