@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from helpers.profiles import JobBuilder
 from proflake import Profiles, ingest
@@ -166,6 +167,33 @@ def test_readers_refresh_once_after_vacuum_removed_their_files(tmp_path):
     assert profiles.sql("SELECT count(*) AS n FROM function_stats").to_pylist() == total
     after = profiles.by_step(0, 2).table.to_pylist()
     assert [(r["function"], r["total_calls"]) for r in after] == [(r["function"], r["total_calls"]) for r in before]
+
+
+def test_a_plain_parquet_glob_counts_compacted_rows_twice_until_vacuum_and_the_live_file_list_does_not(tmp_path):
+    """What docs/operations.md ("Plain-Parquet readers") tells a reader that does not read the Delta log:
+    a glob over a table folder after `compact` sees the replaced files and the compacted one (every row
+    twice) for the retention period; the files the log lists (``Store.delta(name).file_uris()``) and every
+    proflake reader count each row once."""
+    job = JobBuilder(tmp_path / "job")
+    for step in range(3):
+        add_batch(job, tmp_path / "store", step)
+    store = Store(str(tmp_path / "store"))
+    folder = tmp_path / "store" / "function_stats"
+
+    def glob_count() -> int:
+        return duckdb.sql(f"SELECT count(*) FROM read_parquet('{folder}/*.parquet')").fetchall()[0][0]
+
+    def live_count() -> int:
+        files = store.delta("function_stats").file_uris()
+        return duckdb.sql("SELECT count(*) FROM read_parquet($files)", params={"files": files}).fetchall()[0][0]
+
+    rows = Profiles(store.location).sql("SELECT count(*) AS n FROM function_stats").to_pylist()[0]["n"]
+    assert glob_count() == live_count() == rows
+    compact(store)  # the default retention: the replaced files stay for a week
+    assert glob_count() == 2 * rows
+    assert live_count() == rows == Profiles(store.location).sql("SELECT count(*) AS n FROM function_stats").to_pylist()[0]["n"]
+    compact(store, retention_hours=0)
+    assert glob_count() == live_count() == rows
 
 
 def test_compaction_reports_only_what_this_run_did(tmp_path):
