@@ -37,7 +37,7 @@ from proflake.ingestion.allocator import _enter_system_allocator, _leave_system_
 from proflake.ingestion.bookkeeping import clean_up, missing_tables, new_batch_id, record_event, unfinished_batches
 from proflake.ingestion.bookkeeping import repair as repair_store
 from proflake.ingestion.commit import FactCommitter, IntervalRows, clear_spool, interval_id, interval_keys, interval_row
-from proflake.ingestion.failures import blamed_on_the_cause, record_stop
+from proflake.ingestion.failures import blamed_on_the_cause, record_stop, unlisted_in_full_refresh
 from proflake.ingestion.listing import (
     Candidate,
     SortedListing,
@@ -176,9 +176,12 @@ class Batch:
     def fail(self, obj: SourceObject, kind: str, message: str) -> None:
         """Quarantine one file: it is reported, and no longer replaces its previous version."""
         uri, message = printable(obj.uri), printable(message)
+        if kind == "listing" and self.full_refresh:
+            raise unlisted_in_full_refresh(message)
         self.report.failed.append(FailedFile(uri, kind, message, obj.size, obj.version))
         self.replaced.pop(obj.uri, None)
-        self.say(f"failed: {uri}: {message}")
+        # A message starting with its path says it once (a folder's path may be 4 KB long).
+        self.say(f"failed: {message}" if message.startswith(uri) else f"failed: {uri}: {message}")
 
     def run(self, *, wait: float = 0.0, after_commit: AfterCommit | None = None) -> IngestReport:
         started = time.perf_counter()

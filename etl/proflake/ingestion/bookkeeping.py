@@ -35,7 +35,8 @@ def update_quarantine(
 ) -> None:
     """Add this run's failures, count repeats, release files that ingested (or are already in), and
     close the open entries under ``prefix`` (the source this run listed) whose file was not seen again:
-    every quarantined file still there is retried, so one that neither failed nor ingested is gone.
+    every quarantined file still there is retried, so one that neither failed nor ingested is gone
+    (unless it lies in a folder this run could not list).
     ``manifest``: the store's live intervals, as committed (opened here when not given)."""
     columns = arrow_schema("ingest_errors").names
     stored = set(store.delta("ingest_errors").schema().to_arrow().names)  # older stores lack closed_at
@@ -47,6 +48,8 @@ def update_quarantine(
     with contextlib.nullcontext(manifest) if manifest is not None else Manifest(store) as live_intervals:
         live = live_intervals.live_uris(row["source_uri"] for row in current)
     failed = {f.uri: f for f in report.failed}
+    # The files of a folder this run could not list were not looked for: their entries stay as they are.
+    unlisted = tuple(f.uri + "/" for f in report.failed if f.kind == "listing")
     rows = []
     for row in current:
         uri = row["source_uri"]
@@ -59,7 +62,7 @@ def update_quarantine(
                 source_size=f.size, source_version=f.version, error_kind=f.kind, message=f.message,
                 last_seen=now, attempts=row["attempts"] + 1, batch_id=report.batch_id, closed_at=None,
             )
-        elif prefix is not None and row["closed_at"] is None and uri.startswith(prefix):
+        elif prefix is not None and row["closed_at"] is None and uri.startswith(prefix) and not uri.startswith(unlisted):
             row = {**row, "closed_at": now}
         rows.append(row)
     for f in failed.values():

@@ -1,4 +1,5 @@
-"""How an ingest run that fails is reported: by its cause (a lost lock, a full disk), and in ``batches``."""
+"""How an ingest run that fails is reported: by its cause (a lost lock, a full disk), and in ``batches``;
+and the one listing failure that stops a run although it stops no incremental one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 from datetime import datetime, timezone
 
-from proflake.errors import LockLostError, StoreError
+from proflake.errors import LockLostError, SourceError, StoreError
 from proflake.ingestion.bookkeeping import record_event
 from proflake.ingestion.report import IngestReport
 from proflake.store.lock import StoreLock
@@ -59,3 +60,11 @@ def record_stop(store: Store, report: IngestReport, started: Future, error: Base
             return
         event = "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
         record_event(store, report, event, datetime.now(timezone.utc))
+
+
+def unlisted_in_full_refresh(message: str) -> SourceError:
+    """A folder a full refresh (or rebuild) could not list (``message``: the quarantine's sentence): its
+    commit drops every interval under the source that it did not list again, so it would delete what
+    that folder held. It stops before it changes anything; an incremental run quarantines the folder."""
+    return SourceError(f"{message}; a full refresh would drop what was ingested from it, so it changed nothing: "
+                       "fix the folder, or ingest without --full-refresh to land the rest")

@@ -139,8 +139,9 @@ def discover(
         while folders and obj.parts[: len(folders[-1].parts)] != folders[-1].parts:
             settle(folders.pop())
         if obj.problem:
-            # Never read, whatever its name says: a stats file is quarantined, anything else skipped.
-            if obj.problem_kind == "vanished" or is_stats_file(obj.parts[-1]):
+            # Never read, whatever its name says: a stats file is quarantined, anything else skipped;
+            # a folder (or entry) that vanished or could not be listed is always reported.
+            if obj.problem_kind in ("vanished", "listing") or is_stats_file(obj.parts[-1]):
                 fail(obj, obj.problem_kind or "unsafe_path", f"{obj.uri} {obj.problem}")
             else:
                 report.unrecognised.append(obj.uri)

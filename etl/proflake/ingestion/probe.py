@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from proflake.errors import LayoutError, SourceError
 from proflake.layout import CPROFILE_FILE, PYINSTRUMENT_JSON_FILE, parse_stats_path
 from proflake.sources.base import Source, SourceObject
-from proflake.sources.local import LocalSource
+from proflake.sources.local import LocalSource, unlistable_root
 
 _NAMES = frozenset((CPROFILE_FILE, PYINSTRUMENT_JSON_FILE))
 
@@ -82,7 +82,9 @@ def _local_stats_files(src: LocalSource, found: Probe) -> Iterator[SourceObject]
                 raise SourceError(f"source folder {folder!r} vanished while it was listed") from None
             continue  # deleted while walked: the ingest, if one runs, reports it
         except OSError as error:
-            raise SourceError(f"cannot list {folder!r}: {error.strerror}; check its permissions") from error
+            if folder == root:
+                raise SourceError(unlistable_root(folder, error)) from error
+            continue  # a folder that cannot be listed: the ingest, if one runs, quarantines it
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import stat
 from collections.abc import Generator, Iterator
@@ -17,13 +18,20 @@ class LocalSource:
 
     Symbolic links are never followed: a link could lead outside the folder being ingested. Links to
     files are listed with a ``problem`` so a stats file behind one is reported, not silently skipped.
+    A folder below the root that cannot be listed (permissions, a path over the system's limit, an I/O
+    error, a stale NFS handle) is listed as one object with a ``problem`` (kind ``listing``) and the walk
+    goes on; only the root itself failing raises.
     """
 
     def __init__(self, root: str | os.PathLike) -> None:
         path = Path(root).expanduser()
-        if not path.exists():
-            raise SourceError(f"source folder {str(root)!r} does not exist; check the path")
-        if not path.is_dir():
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            raise SourceError(f"source folder {str(root)!r} does not exist; check the path") from None
+        except OSError as error:  # a path too long, a stale NFS handle: stat raises, not just "no"
+            raise SourceError(unlistable_root(str(root), error)) from error
+        if not stat.S_ISDIR(found.st_mode):
             raise SourceError(f"source {str(root)!r} is a file, not a folder; pass the folder that holds framework/")
         self.root = path.resolve()
         self.uri = str(self.root)
@@ -62,13 +70,17 @@ class LocalSource:
         """The files of one folder in name order; returns its subfolders' names, in reverse name order."""
         subfolders: list[str] = []
         files: list[os.DirEntry] = []
+        problems: list[tuple[os.DirEntry, OSError]] = []  # entries whose type or stat failed
         try:
             with os.scandir(folder) as it:
                 for entry in it:
                     try:
                         is_folder = entry.is_dir(follow_symlinks=False)
-                    except OSError:
+                    except FileNotFoundError:
                         continue  # vanished between listing and its type
+                    except OSError as error:
+                        problems.append((entry, error))
+                        continue
                     if is_folder:
                         subfolders.append(entry.name)
                     else:
@@ -83,7 +95,12 @@ class LocalSource:
             )
             return []
         except OSError as error:
-            raise SourceError(f"cannot list {folder!r}: {error.strerror}; check its permissions") from error
+            if folder == str(self.root):
+                raise SourceError(unlistable_root(folder, error)) from error
+            # One folder that cannot be listed costs its own files only: reported and quarantined
+            # (the files it did list before failing are left for the next run, with the rest of it).
+            yield SourceObject(uri=folder, parts=parts, size=0, version="", problem=unlistable(error), problem_kind="listing")
+            return []
         files.sort(key=lambda e: e.name)
         for entry in files:
             try:
@@ -101,11 +118,16 @@ class LocalSource:
                     )
                     continue
                 st = entry.stat(follow_symlinks=False)
-            except OSError:
+            except FileNotFoundError:
                 continue  # vanished between listing and stat
+            except OSError as error:
+                problems.append((entry, error))
+                continue
             if not stat.S_ISREG(st.st_mode):
                 continue
             yield SourceObject(uri=entry.path, parts=(*parts, entry.name), size=st.st_size, version=str(st.st_mtime_ns))
+        for entry, failure in sorted(problems, key=lambda p: p[0].name):
+            yield SourceObject(uri=entry.path, parts=(*parts, entry.name), size=0, version="", problem=unlistable(failure, "it was skipped"), problem_kind="listing")
         subfolders.sort(reverse=True)
         return subfolders
 
@@ -117,3 +139,29 @@ class LocalSource:
                 return f.read()
         except OSError as e:
             raise SourceError(f"cannot read {obj.uri!r}: {e.strerror}") from e
+
+
+def unlistable(error: OSError, skipped: str = "its files were skipped") -> str:
+    """Why a folder (or an entry of one) below the root cannot be listed, ending the sentence that
+    starts with its path: the system's reason and what to do."""
+    hint = _HINTS.get(error.errno or 0, "it is tried again on the next run")
+    return f"cannot be listed ({_reason(error)}), so {skipped}; {hint}"
+
+
+def unlistable_root(folder: str, error: OSError) -> str:
+    """The one sentence for a source root that cannot be listed at all."""
+    hint = _HINTS.get(error.errno or 0, "check the folder and its file system")
+    return f"cannot list the source folder {folder!r} ({_reason(error)}); {hint}"
+
+
+def _reason(error: OSError) -> str:
+    code = errno.errorcode.get(error.errno or 0)
+    return f"{error.strerror or error}, {code}" if code else str(error.strerror or error)
+
+
+_HINTS = {
+    errno.EACCES: "check its permissions",
+    errno.EPERM: "check its permissions",
+    errno.ENAMETOOLONG: "its path is longer than the system allows: move or rename it to shorten the path",
+    errno.ESTALE: "a stale NFS handle: remount the file system",
+}
