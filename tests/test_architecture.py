@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sources", "readers", "layout"),
     ("docs",),
     ("views",),
-    ("sql", "schema", "modes", "times"),
+    ("sql", "schema", "modes", "times", "numbers"),
     ("errors", "resources", "_lazy"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from proflake.numbers import count, p_value, percent, seconds, three_digits
 from proflake.query import stats
 
 
@@ -214,34 +215,41 @@ DIFF_SCHEMA = pa.schema(
 def _pct(ratio: float | None, sign: bool = True) -> str:
     if ratio is None or not math.isfinite(ratio):
         return "new"
-    return f"{ratio * 100:+.1f}%" if sign else f"{ratio * 100:.1f}%"
+    return percent(ratio, sign=sign)
 
 
 def _pct_ci(row: Mapping[str, Any]) -> str:
     base = row["base"]
     if not base or row["ci_low"] is None:
         return "no CI"
-    return f"CI {row['ci_low'] / base * 100:+.1f}%..{row['ci_high'] / base * 100:+.1f}%"
+    return f"CI {percent(row['ci_low'] / base)}..{percent(row['ci_high'] / base)}"
+
+
+def per_sample(value: float, per: str) -> str:
+    """An own time per sample: ``17.8 ms/step``, or per wall second ``0.412 s/s``."""
+    if per == "step":
+        return f"{seconds(value)}/step"
+    return f"{three_digits(value)} s/s"
 
 
 def summary_lines(result: Any) -> list[str]:
     """The short report: what each side selected, and the total's change with its test."""
-    unit = "s per step" if result.per == "step" else "s per wall second"
     lines = []
     for name, side in (("base", result.base), ("head", result.head)):
         lines.append(
             f"{name}: {side.selection.describe()}: {side.intervals} interval(s), {side.samples} sample(s) (node steps)"
         )
     t = result.total
-    change = _pct(t["change_ratio"]) if t["change_ratio"] is not None else f"{t['change']:+.6g} s"
-    test = f"{_pct_ci(t)}, p={t['p_value']:.2g}" if t["p_value"] is not None else "not tested"
+    change = _pct(t["change_ratio"]) if t["change_ratio"] is not None else f"{'+' if t['change'] > 0 else ''}{seconds(t['change'])}"
+    test = f"{_pct_ci(t)}, p={p_value(t['p_value'])}" if t["p_value"] is not None else "not tested"
     lines.append(
-        f"{result.profiler} total own time: {t['base']:.6g} -> {t['head']:.6g} {unit} ({change}, {test}): {t['status']}"
+        f"{result.profiler} total own time: {per_sample(t['base'], result.per)} -> {per_sample(t['head'], result.per)} "
+        f"({change}, {test}): {t['status']}"
     )
     counts: dict[str, int] = {}
     for status in result.table["status"].to_pylist():
         counts[status] = counts.get(status, 0) + 1
-    lines.append("functions: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    lines.append("functions: " + ", ".join(f"{count(n)} {s}" for s, n in sorted(counts.items())))
     return lines + [f"warning: {w}" for w in result.warnings]
 
 

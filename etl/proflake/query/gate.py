@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from proflake.numbers import p_value
 from proflake.query import stats
-from proflake.query.diff_table import _pct, _pct_ci
+from proflake.query.diff_table import _pct, _pct_ci, per_sample
 
 if TYPE_CHECKING:
     from proflake.query.diff import DiffResult
@@ -27,14 +28,13 @@ MIN_SAMPLES = 2  # per side, for any test; fewer than FEW_SAMPLES gets a warning
 def gate_tests(result: DiffResult, total: float | None, function: float | None) -> list[tuple[bool, str]]:
     """(failed, line) for every test the gate makes on ``result`` and for what it leaves untested."""
 
-    unit = "s/step" if result.per == "step" else "s/s"
     samples = f"{result.base.samples} vs {result.head.samples} samples"
     alpha = result.alpha
     lines: list[tuple[bool, str]] = []
     total_failed = False
     t = result.total
     if total is not None:
-        label = f"total {_pct(t['change_ratio'])} ({t['base']:.6g} -> {t['head']:.6g} {unit}, {_pct_ci(t)})"
+        label = f"total {_pct(t['change_ratio'])} ({per_sample(t['base'], result.per)} -> {per_sample(t['head'], result.per)}, {_pct_ci(t)})"
         if t["se"] is None:
             lines.append((False, f"{label}: not tested ({samples}; at least {MIN_SAMPLES} a side are needed)"))
         else:
@@ -44,7 +44,7 @@ def gate_tests(result: DiffResult, total: float | None, function: float | None) 
             total_failed = bool(p < alpha)
             verdict = f"over +{total * 100:g}%" if total_failed else f"not shown over +{total * 100:g}%"
             relation = "<" if total_failed else ">="
-            lines.append((total_failed, f"{label}: {verdict} (one-sided Welch, p={p:.2g} {relation} alpha {alpha:g}, {samples})"))
+            lines.append((total_failed, f"{label}: {verdict} (one-sided Welch, p={p_value(p)} {relation} alpha {alpha:g}, {samples})"))
     if function is None:
         return lines
     if total is not None and not total_failed:
@@ -70,12 +70,12 @@ def gate_tests(result: DiffResult, total: float | None, function: float | None) 
         ci = {"base": row["base_self"], "ci_low": row["self_ci_low"], "ci_high": row["self_ci_high"]}
         what = "new" if row["base_self"] == 0 else _pct(row["self_change_ratio"])
         lines.append((True, (
-            f"{row['function']} {what} ({row['base_self']:.6g} -> {row['head_self']:.6g} {unit}, {_pct_ci(ci)}): "
-            f"over +{function * 100:g}% ({family}, p={p_adj:.2g} < alpha {alpha:g}, {samples})"
+            f"{row['function']} {what} ({per_sample(row['base_self'], result.per)} -> {per_sample(row['head_self'], result.per)}, {_pct_ci(ci)}): "
+            f"over +{function * 100:g}% ({family}, p={p_value(p_adj)} < alpha {alpha:g}, {samples})"
         )))
     if not significant:
         lines.append((False, (
-            f"no function shown over +{function * 100:g}% ({family}, smallest p={np.nanmin(adjusted):.2g} "
+            f"no function shown over +{function * 100:g}% ({family}, smallest p={p_value(float(np.nanmin(adjusted)))} "
             f">= alpha {alpha:g}, {samples})"
         )))
     return lines

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from proflake.numbers import count, p_value, percent, seconds
 from proflake.render.output import iso_timestamp, timestamps
 
 if TYPE_CHECKING:
@@ -23,6 +24,12 @@ GAP = 2  # spaces between two columns
 MIN_TEXT = 24  # a shortened text column keeps at least this many characters
 # Float columns holding a duration in seconds (plus any name ending in _s or _seconds).
 SECONDS = frozenset({"tottime", "cumtime", "self_time", "total_time", "await_time", "seconds"})
+SECONDS_OF_A_DIFF = frozenset({"base_self", "head_self", "self_change", "self_ci_low", "self_ci_high", "base_cum",
+                               "head_cum", "cum_change", "cum_ci_low", "cum_ci_high"})
+# Float columns holding a ratio (shown as a percentage), a p-value, or a mean count per sample.
+RATIOS = frozenset({"share_of_change"})
+P_VALUES = frozenset({"p_value", "p_adjusted", "cum_p_value"})
+MEAN_COUNTS = frozenset({"base_calls", "head_calls"})
 # Float columns holding seconds since the epoch, shown as timestamps.
 EPOCH_SECONDS = frozenset({"session_start_time"})
 
@@ -133,8 +140,14 @@ def _column_cells(name: str, type_: pa.DataType, column) -> list[str]:
     if pa.types.is_floating(type_):
         if name in EPOCH_SECONDS:
             return [_timestamp(dt.datetime.fromtimestamp(v, dt.timezone.utc)) if v is not None else "" for v in values]
-        if name in SECONDS or name.endswith(("_s", "_seconds")):
+        if name in SECONDS or name in SECONDS_OF_A_DIFF or name.endswith(("_s", "_seconds")):
             return [seconds(v) for v in values]
+        if name in RATIOS or name.endswith("_ratio"):
+            return [percent(v) for v in values]
+        if name in P_VALUES:
+            return [p_value(v) for v in values]
+        if name in MEAN_COUNTS:
+            return [count(v) for v in values]
         return [_float(v) for v in values]
     if pa.types.is_integer(type_):
         plain = name == "lineno" or name.endswith(("_step", "_id", "step"))
@@ -146,29 +159,6 @@ def _column_cells(name: str, type_: pa.DataType, column) -> list[str]:
 
 def _timestamp(value: dt.datetime | None) -> str:
     return iso_timestamp(value, "milliseconds") or ""
-
-
-def seconds(value: float | None) -> str:
-    """A duration in seconds with a unit and three significant digits: ``1.04 s``, ``3.73 ms``, ``0``."""
-    if value is None:
-        return ""
-    if math.isnan(value) or math.isinf(value):
-        return str(value)
-    if value == 0:
-        return "0"
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:,.0f} s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if magnitude >= scale * 0.9995:
-            return f"{_three_digits(value / scale)} {unit}"
-    return f"{_three_digits(value / 1e-9)} ns"
-
-
-def _three_digits(value: float) -> str:
-    magnitude = abs(value)
-    decimals = 0 if magnitude >= 99.95 else 1 if magnitude >= 9.995 else 2
-    return f"{value:.{decimals}f}"
 
 
 def _float(value: float | None) -> str:

@@ -1,0 +1,74 @@
+"""Numbers for people, one format everywhere proflake writes text (the terminal tables, the diff's lines,
+the gate's verdicts): a duration with a unit and three significant digits (``1.04 s``, ``3.73 ms``,
+``12.0 µs``), a ratio as a signed percentage with three significant digits and grouped thousands
+(``+36.1%``, ``+19,352%``), counts grouped (``33,825``; a mean count per step keeps three significant
+digits: ``0.25``), p-values with two (``0.0041``). Files for other programs (csv, json, parquet) keep the
+raw values.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def seconds(value: float | None) -> str:
+    """A duration in seconds with a unit and three significant digits: ``1.04 s``, ``3.73 ms``, ``0``."""
+    if value is None:
+        return ""
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if magnitude >= scale * 0.9995:
+            return f"{three_digits(value / scale)} {unit}"
+    return f"{three_digits(value / 1e-9)} ns"
+
+
+def percent(ratio: float | None, *, sign: bool = True) -> str:
+    """``ratio`` (0.361 = 36.1%) as a percentage with three significant digits: ``+36.1%``, ``-0.52%``,
+    ``+19,352%``; ``""`` for None, ``new`` for a ratio that is not finite (nothing to compare with)."""
+    if ratio is None:
+        return ""
+    if not math.isfinite(ratio):
+        return "new"
+    value = ratio * 100
+    if value == 0:
+        return "0%"
+    text = f"{value:,.0f}" if abs(value) >= 99.95 else three_digits(value)
+    return f"{'+' if sign and value > 0 else ''}{text}%"
+
+
+def count(value: float | int | None) -> str:
+    """A count grouped in thousands (``33,825``); a fractional mean count keeps three significant digits."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        if not value.is_integer():
+            return f"{value:,.0f}" if abs(value) >= 999.5 else f"{value:.3g}"
+        value = int(value)
+    return f"{value:,}"
+
+
+def p_value(value: float | None) -> str:
+    """A p-value with two significant digits (``0.0041``, ``0.31``, ``1``)."""
+    if value is None or math.isnan(value):
+        return ""
+    return f"{value:.2g}"
+
+
+def three_digits(value: float) -> str:
+    """``value`` with three significant digits, for magnitudes below 1,000 (``1.04``, ``37.3``, ``512``)."""
+    magnitude = abs(value)
+    if magnitude >= 99.95:
+        return f"{value:.0f}"
+    if magnitude >= 9.995:
+        return f"{value:.1f}"
+    if magnitude >= 0.9995:
+        return f"{value:.2f}"
+    return f"{value:.3g}"

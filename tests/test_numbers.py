@@ -1,0 +1,58 @@
+"""One number format for people (proflake.numbers): durations, percentages, counts and p-values, and the
+diff's terminal table and lines drawn with it."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from proflake.numbers import count, p_value, percent, seconds
+from proflake.render.terminal import draw
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (5.19785e-05, "52.0 µs"), (0.0177995, "17.8 ms"), (1.04, "1.04 s"), (153.4, "153 s"), (0, "0"), (None, ""),
+    (-0.000812194, "-812 µs"), (2.5e-10, "0.25 ns"),
+])
+def test_seconds_have_a_unit_and_three_significant_digits(value, text):
+    assert seconds(value) == text
+
+
+@pytest.mark.parametrize(("ratio", "text"), [
+    (0.361, "+36.1%"), (-0.0489182, "-4.89%"), (193.52, "+19,352%"), (19.238725882, "+1,924%"), (0.0, "0%"),
+    (-0.00262, "-0.262%"), (None, ""), (float("inf"), "new"),
+])
+def test_ratios_are_signed_percentages_with_three_significant_digits(ratio, text):
+    assert percent(ratio) == text
+
+
+@pytest.mark.parametrize(("value", "text"), [(33825, "33,825"), (33825.0, "33,825"), (0.25, "0.25"), (1057.4, "1,057"),
+                                             (1.0, "1"), (None, "")])
+def test_counts_are_grouped_and_mean_counts_keep_three_digits(value, text):
+    assert count(value) == text
+
+
+def test_p_values_have_two_significant_digits():
+    assert [p_value(v) for v in (0.0041, 0.3141, 1.0, 8.4e-10, None)] == ["0.0041", "0.31", "1", "8.4e-10", ""]
+
+
+def test_the_diff_table_on_a_terminal_reads_as_times_percentages_and_counts():
+    table = pa.table({
+        "function": ["a.py(backward)", "re.py(_compile_info)"],
+        "status": ["noise", "minor"],
+        "base_self": [0.005397632, 2.19e-06],
+        "head_self": [0.003451561, 4.4318e-05],
+        "self_change_ratio": [-0.360541623, 19.238725882],
+        "self_ci_low": [-0.005667343, -9.8696e-05],
+        "self_ci_high": [0.001775201, 0.000182952],
+        "p_adjusted": [1.0, None],
+        "share_of_change": [0.676387735, -0.014642252],
+        "base_calls": [33825.0, 0.25],
+        "head_calls": [33825.0, 0.25],
+    })
+    text = draw(table, 140).text
+    rows = [line.split() for line in text.splitlines()[-2:]]
+    assert rows[0] == ["a.py(backward)", "noise", "5.40", "ms", "3.45", "ms", "-36.1%", "-5.67", "ms", "1.78", "ms", "1",
+                       "+67.6%", "33,825", "33,825"]
+    assert rows[1] == ["re.py(_compile_info)", "minor", "2.19", "µs", "44.3", "µs", "+1,924%", "-98.7", "µs", "183", "µs",
+                       "-1.46%", "0.25", "0.25"]
+    assert "e-0" not in text  # no scientific notation anywhere
