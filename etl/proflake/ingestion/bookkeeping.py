@@ -132,7 +132,7 @@ def record_event(store: Store, report: IngestReport, event: str, at: datetime) -
     # of their code into this process for one row, at the start of the parse, which needs neither.
     written = write_data_file("batches", rows, os.path.join(store.root, "batches"), report.batch_id, parquet_options(writer_properties()))
     table = store.delta("batches")
-    with store.committing():
+    with store.committing("batches"):
         commit_data_files(table, [written], report.batch_id)
     crash_points.committed()
 
@@ -185,13 +185,45 @@ def fact_batches(store: Store) -> set[str]:
 
 def delete_dead_batches(store: Store, live_batches: set[str]) -> list[str]:
     """Delete the facts of batches none of whose intervals is live (``live_batches``: the batch ids in
-    ``intervals``), found from the logs alone: a batch whose intervals commit was lost (a damaged
-    ``intervals/_delta_log``) left them invisible, and its files are ingested again as a new
-    generation. Call with the lock held; returns the batches removed."""
+    ``intervals``), found from the logs alone: a batch whose intervals commit or data file was lost left
+    them invisible, and its files are ingested again as a new generation. Only the facts a live interval
+    restores are deleted (``delete_restored_facts``): the others are the last copy of their rows, kept
+    for ``proflake check`` to report. Call with the lock held; returns the batches removed from."""
     dead = sorted(fact_batches(store) - live_batches)
-    if dead:
-        store.delete_rows_of("batch_id", dead)
-    return dead
+    return delete_restored_facts(store, among=dead) if dead else []
+
+
+# The columns that name an interval's file in the source (its layout keys): a re-parse of the same file
+# by a later batch has them all equal, and another interval_id.
+INTERVAL_KEYS = ("job_id", "node_id", "start_mode", "start_step", "start_phase", "start_time_us",
+                 "end_mode", "end_step", "end_phase", "end_time_us")
+FACT_PROFILER = {"function_stats": "cprofile", "function_callers": "cprofile", "pyinstrument_frames": "pyinstrument"}
+
+
+def restored_by_live(name: str, alias: str = "f") -> str:
+    """SQL: fact row ``alias`` of table ``name`` has a live interval of its profiler with the same keys."""
+    match = " AND ".join(f"i.{k} IS NOT DISTINCT FROM {alias}.{k}" for k in INTERVAL_KEYS)
+    return f"EXISTS (SELECT 1 FROM intervals i WHERE i.profiler = '{FACT_PROFILER[name]}' AND {match})"
+
+
+def delete_restored_facts(store: Store, among: list[str] | None = None) -> list[str]:
+    """Delete the fact rows of intervals that are not live but whose file a live interval holds again
+    (a later generation, a re-parse after damage); keep those no live interval restores. ``among``: only
+    rows of these batches. Call with the lock held; returns the batches removed from."""
+    where = "" if among is None else " AND f.batch_id IN (" + ", ".join(sql_string(b) for b in among) + ")"
+    with bounded_duckdb() as bounded:
+        con = store.connect(bounded, tables=FACT_TABLES, snapshot_intervals=False)
+        try:
+            found = {
+                row for name in FACT_TABLES for row in con.sql(
+                    f"SELECT DISTINCT f.batch_id, f.interval_id FROM {raw_view(name)} f WHERE f.interval_id NOT IN "
+                    f"(SELECT interval_id FROM intervals){where} AND {restored_by_live(name)}").fetchall()
+            }
+        finally:
+            con.close()
+    if found:
+        store.delete_rows_of("interval_id", sorted({i for _, i in found}))
+    return sorted({b for b, _ in found})
 
 
 def missing_tables(store: Store) -> list[str]:

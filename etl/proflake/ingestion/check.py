@@ -3,101 +3,92 @@
 What is checked, each finding one line naming the damage and its remedy:
 
 * every table is there (a deleted table folder is damage, never silently recreated empty);
-* every data file a table's Delta log references exists and its Parquet footer reads (on S3: exists,
-  with the size the log records);
+* every data file a table's Delta log references exists, its Parquet footer reads and its bytes are
+  those its commit recorded (etl/proflake/store/checksums.py; on S3: exists, with the size the log records);
 * no batch was left unfinished by a killed run;
 * every fact row belongs to a live interval, and every live interval that holds data has its facts;
 * the derived phase roll-ups were built from the live intervals.
 
-``--repair`` (under the writer lock): recreates a missing table and removes unreadable or missing files
-from its log (Delta's FSCK), finishes killed batches, deletes facts of intervals that are not live,
-removes the live intervals whose facts are lost so the next ingest parses their files again (done at
-once for sources recorded in ``batches`` that are still reachable), and rebuilds stale roll-ups.
+``--repair`` (under the writer lock): recreates a missing table, removes unreadable, missing or changed
+files from its log (Delta's FSCK), finishes killed batches, then restores the rows the damage took from
+the sources ``batches`` recorded, or reports them as lost, never deleting their last copy
+(etl/proflake/ingestion/restore.py), and rebuilds stale roll-ups.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from proflake.ingestion.bookkeeping import delete_orphan_facts, has_table, missing_tables, repair, unfinished_batches
+from proflake.ingestion.bookkeeping import has_table, missing_tables, repair, unfinished_batches
+from proflake.ingestion.findings import CheckReport, Finding
+from proflake.ingestion.restore import Plan, plan, reachable, settle
 from proflake.schema import ALL_TABLES, DERIVED_TABLES
+from proflake.store.checksums import changed_files
 from proflake.store.lock import StoreLock
-from proflake.store.rollups import PHASE_TABLES, fresh_jobs, live_fingerprints, refresh_phase_rollups
-from proflake.store.store import FACT_TABLES, Store, raw_view, sql_string
-
-
-@dataclass
-class Finding:
-    kind: str
-    message: str  # one sentence: the damage and the remedy
-    repaired: bool = False
-
-    def line(self) -> str:
-        return f"{'repaired' if self.repaired else 'damage'}: {self.kind}: {self.message}"
-
-
-@dataclass
-class CheckReport:
-    store: str
-    findings: list[Finding] = field(default_factory=list)
-    reingested: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(f.repaired for f in self.findings)
-
-    def to_dict(self) -> dict:
-        return {"store": self.store, "ok": self.ok, "reingested": self.reingested,
-                "findings": [{"kind": f.kind, "message": f.message, "repaired": f.repaired} for f in self.findings]}
+from proflake.store.store import FACT_TABLES, Store, sql_string
 
 
 def check(store: Store, *, repair_damage: bool = False, wait: float = 0.0,
           reingest: Callable[[str, Store], object] | None = None) -> CheckReport:
-    """Verify ``store``; with ``repair_damage``, rebuild what can be (``reingest(source, store)`` parses a
-    reachable source's lost files again; default: proflake.ingestion.ingest)."""
-    store.require()
+    """Verify ``store``; with ``repair_damage``, restore what the store and its sources still hold and
+    report the rest (``reingest(source, store)`` parses a reachable source's lost files again; default:
+    proflake.ingestion.ingest)."""
+    if not any(has_table(store, name) for name in ALL_TABLES):
+        store.require()  # nothing of a store here: say so (a lost intervals folder alone is damage)
     report = CheckReport(store.location)
     if not repair_damage:
         _inspect(store, report, fix=False)
         return report
     with StoreLock(store, wait=wait, purpose="proflake check --repair"):
-        sources = _inspect(store, report, fix=True)
-    if sources:
+        done = _inspect(store, report, fix=True)
+    if done is None:
+        return report
+    if done.sources:
         from proflake.ingestion.batch import ingest
 
         run = reingest or (lambda source, st: ingest(source, st))
-        for source in sources:
-            if store.is_remote or source.startswith("s3://") or os.path.isdir(source):
+        for source in done.sources:
+            if reachable(store, source) and (store.is_remote or source.startswith("s3://") or os.path.isdir(source)):
                 run(source, store)
                 report.reingested.append(source)
             else:
                 report.findings.append(Finding("source_unreachable", f"source {source!r} is not reachable; its lost files "
-                                               f"are parsed again by 'proflake ingest {source} --store {store.location}'"))
+                                               f"are parsed again by 'proflake check --repair --store {store.location}' once it is"))
+    with StoreLock(store, wait=wait, purpose="proflake check --repair"):
+        settle(store, report, done)
     return report
 
 
-def _inspect(store: Store, report: CheckReport, *, fix: bool) -> list[str]:
-    """Add the findings to ``report`` (repairing them when ``fix``); returns the sources to ingest again."""
+def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
+    """Add the findings to ``report`` (with ``fix``, taking the damaged files out and planning the
+    restore of their rows: etl/proflake/ingestion/restore.py); None when the rest is checked once
+    --repair has taken the damage out."""
     where = f"--store {store.location}"
     add = report.findings.append
+    lost_tables = []
     for name in ALL_TABLES:
         if has_table(store, name):
             continue
         kind = "derived table" if name in DERIVED_TABLES else "table"
-        add(Finding("missing_table", f"{kind} {name!r} is missing; 'proflake check --repair {where}' recreates it"
-                    + (" and rebuilds it" if name in DERIVED_TABLES else " (what it held is then checked below)"), fix))
+        remedy = {"batches": "recreates it (the history of runs it held is lost; the sources of the runs are then unknown)",
+                  "ingest_errors": "recreates it (the next ingest quarantines the failing files again)",
+                  "intervals": "recreates it and parses the files of the facts still held again"}
+        add(Finding("missing_table", f"{kind} {name!r} is missing; 'proflake check --repair {where}' "
+                    + remedy.get(name, "rebuilds it" if name in DERIVED_TABLES else "recreates it and parses its intervals' files again"),
+                    fix and name != "batches"))
+        if name in FACT_TABLES:
+            lost_tables.append(name)
     rebuild_derived = fix and not all(has_table(store, n) for n in DERIVED_TABLES)
     lost_spans: list[str] = []  # predicates on intervals: those a removed fact file held rows of
     if fix:
         store.create()
     elif missing_tables(store):
-        return []  # what the missing tables held is checked once --repair has recreated them
+        return None  # what the missing tables held is checked once --repair has recreated them
     for name in ALL_TABLES:
         if not has_table(store, name):
             continue
@@ -114,54 +105,16 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> list[str]:
             store.delta(name).repair(dry_run=False)
             rebuild_derived = rebuild_derived or name in DERIVED_TABLES
     if not fix and any(f.kind == "bad_file" for f in report.findings):
-        return []  # the rows are checked once --repair has taken the bad files out
+        return None  # the rows are checked once --repair has taken the bad files out
     unfinished = unfinished_batches(store)
     if unfinished:
         add(Finding("unfinished_batch", f"{len(unfinished)} batch(es) left unfinished by a killed run ({', '.join(unfinished[:3])}); "
                     f"the next ingest or 'proflake check --repair {where}' finishes them", fix))
         if fix:
             repair(store)
-    con = store.connect()
-    try:
-        orphans = sum(
-            con.sql(f"SELECT count(*) FROM {raw_view(n)} WHERE interval_id NOT IN (SELECT interval_id FROM intervals)").fetchall()[0][0]
-            for n in FACT_TABLES
-        )
-        spans = " OR ".join(lost_spans) or "false"
-        lacking = con.sql(
-            f"SELECT interval_id, batch_id FROM intervals WHERE {spans} UNION "
-            "SELECT interval_id, batch_id FROM intervals i WHERE (profiler = 'cprofile' AND function_count > 0 AND NOT EXISTS "
-            f"(SELECT 1 FROM {raw_view('function_stats')} f WHERE f.interval_id = i.interval_id)) OR (profiler = 'pyinstrument' "
-            f"AND NOT is_empty AND NOT EXISTS (SELECT 1 FROM {raw_view('pyinstrument_frames')} p WHERE p.interval_id = i.interval_id))"
-        ).fetchall()
-        live = live_fingerprints(con)
-        stale = sorted(set(live) - fresh_jobs(con)) if all(has_table(store, n) for n in PHASE_TABLES) else sorted(live)
-        batch_sources = dict(con.sql("SELECT batch_id, any_value(source) FROM batches WHERE source IS NOT NULL GROUP BY ALL").fetchall())
-    finally:
-        con.close()
-    sources: list[str] = []
-    if orphans:
-        add(Finding("orphan_facts", f"{orphans} fact row(s) belong to no live interval (invisible to readers); "
-                    f"'proflake check --repair {where}' deletes them", fix))
-    if lacking:
-        add(Finding("interval_without_facts", f"{len(lacking)} live interval(s) lost their facts; 'proflake check --repair "
-                    f"{where}' removes them so their files are parsed again", fix))
-        if fix:
-            ids = sorted(i for i, _ in lacking)
-            for start in range(0, len(ids), 500):
-                store.delete_where("intervals", "interval_id IN (" + ", ".join(sql_string(i) for i in ids[start:start + 500]) + ")")
-            sources = sorted({batch_sources[b] for _, b in lacking if b in batch_sources})
-    if fix and (orphans or lacking):
-        delete_orphan_facts(store)  # with the other facts of the intervals just removed
-    if stale:
-        add(Finding("stale_rollups", f"the phase roll-ups of {len(stale)} job(s) ({', '.join(stale[:3])}) are not built from "
-                    f"their live intervals; 'proflake check --repair {where}' (or the next ingest) rebuilds them", fix))
-    if fix:
-        if rebuild_derived:  # rows of a job may be gone while others remain: every job is rebuilt
-            for name in DERIVED_TABLES:
-                store.delete_where(name, "true")
-        refresh_phase_rollups(store, "check-repair")
-    return sources
+    done = plan(store, report, lost_spans, lost_tables, fix=fix)
+    done.rebuild_derived = rebuild_derived
+    return done
 
 
 def _spans(store: Store, name: str, uris: set[str]) -> list[str]:
@@ -193,16 +146,17 @@ def _bad_files(store: Store, name: str) -> list[tuple[str, str]]:
     the log's (a footer read per object would cost a request each)."""
     if store.is_remote:
         return _bad_objects(store, name)
-    bad = []
+    bad, present = [], []
     for uri in store.delta(name).file_uris():
         if not os.path.exists(uri):
             bad.append((uri, "is missing"))
             continue
         try:
             pq.ParquetFile(uri).metadata  # noqa: B018 (reading the footer is the check)
+            present.append(uri)
         except Exception as e:  # noqa: BLE001 (any failure to read it is the finding)
             bad.append((uri, f"does not read as Parquet ({type(e).__name__})"))
-    return bad
+    return bad + changed_files(store, name, present)
 
 
 def _set_aside(store: Store, uri: str) -> None:

@@ -207,7 +207,7 @@ class FactCommitter:
             for f in files:
                 os.rename(f.local_path, os.path.join(self.store.root, name, f.name))
         table = self.store.delta(name)
-        with self.store.committing():
+        with self.store.committing(name):
             commit_data_files(table, files, self.batch_id, replace_all=replace_all)
         crash_points.committed()
 

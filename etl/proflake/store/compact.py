@@ -73,7 +73,7 @@ def compact(
     with StoreLock(store, wait=wait, purpose="proflake compact"):
         for name in ALL_TABLES:
             table = store.delta(name)
-            with store.committing():
+            with store.committing(name):
                 metrics = table.optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=writer_properties())
             if metrics.get("numFilesRemoved"):
                 crash_points.committed()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -197,9 +197,16 @@ class Store:
             ) from e
 
     # -- writing --------------------------------------------------------------------------------
-    def committing(self) -> contextlib.AbstractContextManager:
-        """Wrap each commit: the writer lock's fence (the commit happens only while the lock is held)."""
-        return self.fence() if self.fence is not None else contextlib.nullcontext()
+    @contextlib.contextmanager
+    def committing(self, table: str | None = None) -> Iterator[None]:
+        """Wrap each commit: the writer lock's fence (the commit happens only while the lock is held);
+        then the checksums of the files it added to ``table`` are recorded (etl/proflake/store/checksums.py)."""
+        with self.fence() if self.fence is not None else contextlib.nullcontext():
+            yield
+            if table is not None and not self.is_remote:
+                from proflake.store.checksums import record
+
+                record(self, table)
 
     def _prepare(self, name: str, rows: pa.Table) -> pa.Table:
         spec = table_spec(name)
@@ -215,7 +222,7 @@ class Store:
         (dictionary-encoded ones included, which Delta stores as their value type)."""
         if rows.num_rows == 0:
             return
-        with self.committing():
+        with self.committing(name):
             self._append(name, rows, batch_id, presorted)
         crash_points.committed()
 
@@ -250,7 +257,7 @@ class Store:
         """Replace the rows matching ``predicate`` (all rows when None) with ``rows``, in one commit.
         A table is put in the declared column order and sorted; a stream must come that way already
         (it is written as it arrives, never held whole)."""
-        with self.committing():
+        with self.committing(name):
             self._write_over(name, rows, predicate, batch_id)
         crash_points.committed()
 
@@ -272,7 +279,7 @@ class Store:
 
     def delete_where(self, name: str, predicate: str) -> None:
         table = self.delta(name)
-        with self.committing():
+        with self.committing(name):
             table.delete(predicate)
         crash_points.committed()
 
