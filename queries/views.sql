@@ -14,6 +14,8 @@
 --   step_node_skew      the same step across nodes: fastest, slowest, spread.
 --   top_functions       functions ranked by own time per job, job phase and profiler.
 --   call_paths          pyinstrument call trees merged per job and job phase, with the path as text.
+--   trend_series        per job (in the order the jobs started), profiler and function: the mean own and
+--                       inclusive time per train step and their step-to-step spread (proflake trend's series).
 
 CREATE OR REPLACE VIEW cprofile_by_job_phase AS
 SELECT
@@ -236,3 +238,80 @@ SELECT
     m.nodes
 FROM merged AS m
 JOIN named AS n USING (job_id, job_phase, path_id);
+
+-- proflake trend's series (queries/trend_series_cprofile.sql, _pyinstrument.sql) for every job, both profilers
+-- and all nodes, to chart: a sample is one node's train step (the intervals starting and ending in train mode,
+-- keyed by their start step); a function missing from a sample counts 0 there; function NULL is the total.
+CREATE OR REPLACE VIEW trend_series AS
+WITH
+    samples AS (
+        SELECT job_id, profiler, node_id, start_step, min(start_time) AS start_time
+        FROM intervals
+        WHERE start_mode = 'train' AND end_mode = 'train'
+        GROUP BY job_id, profiler, node_id, start_step
+    ),
+    jobs AS (
+        SELECT job_id, profiler, count(*) AS steps, min(start_time) AS job_start_time,
+               row_number() OVER (PARTITION BY profiler ORDER BY min(start_time), job_id) AS job_index
+        FROM samples
+        GROUP BY job_id, profiler
+    ),
+    per_step AS (
+        SELECT job_id, 'cprofile' AS profiler, node_id, start_step, function,
+               any_value(filename) AS filename, min(lineno) AS lineno, any_value(function_name) AS function_name,
+               sum(tottime) AS own, sum(cumtime) AS inclusive
+        FROM function_stats
+        WHERE start_mode = 'train' AND end_mode = 'train'
+        GROUP BY job_id, node_id, start_step, function
+        UNION ALL
+        SELECT job_id, 'cprofile' AS profiler, node_id, start_step, CAST(NULL AS VARCHAR) AS function,
+               CAST(NULL AS VARCHAR) AS filename, CAST(NULL AS BIGINT) AS lineno,
+               CAST(NULL AS VARCHAR) AS function_name, sum(tottime) AS own, sum(tottime) AS inclusive
+        FROM function_stats
+        WHERE start_mode = 'train' AND end_mode = 'train'
+        GROUP BY job_id, node_id, start_step
+        UNION ALL
+        SELECT job_id, 'pyinstrument' AS profiler, node_id, start_step, function,
+               any_value(filename) AS filename, min(lineno) AS lineno, any_value(function_name) AS function_name,
+               sum(self_time) AS own, coalesce(sum(time) FILTER (WHERE is_outermost), 0) AS inclusive
+        FROM pyinstrument_frames
+        WHERE start_mode = 'train' AND end_mode = 'train'
+        GROUP BY job_id, node_id, start_step, function
+        UNION ALL
+        SELECT job_id, 'pyinstrument' AS profiler, node_id, start_step, CAST(NULL AS VARCHAR) AS function,
+               CAST(NULL AS VARCHAR) AS filename, CAST(NULL AS BIGINT) AS lineno,
+               CAST(NULL AS VARCHAR) AS function_name, sum(self_time) AS own, sum(self_time) AS inclusive
+        FROM pyinstrument_frames
+        WHERE start_mode = 'train' AND end_mode = 'train'
+        GROUP BY job_id, node_id, start_step
+    ),
+    means AS (
+        SELECT p.job_id, p.profiler, p.function, p.filename, p.lineno, p.function_name, p.own, p.inclusive,
+               j.steps, j.job_index, j.job_start_time,
+               sum(p.own) OVER w / j.steps AS own_mean_s,
+               sum(p.inclusive) OVER w / j.steps AS inclusive_mean_s
+        FROM per_step AS p
+        JOIN jobs AS j ON p.job_id = j.job_id AND p.profiler = j.profiler
+        WINDOW w AS (PARTITION BY p.job_id, p.profiler, p.function)
+    )
+SELECT
+    job_id,
+    profiler,
+    any_value(job_index) AS job_index,
+    any_value(job_start_time) AS job_start_time,
+    function,
+    any_value(filename) AS filename,
+    min(lineno) AS lineno,
+    any_value(function_name) AS function_name,
+    any_value(steps) AS steps,
+    count(*) AS present,
+    any_value(own_mean_s) AS own_mean_s,
+    any_value(inclusive_mean_s) AS inclusive_mean_s,
+    (sum((own - own_mean_s) * (own - own_mean_s))
+        + (any_value(steps) - count(*)) * any_value(own_mean_s) * any_value(own_mean_s)) / any_value(steps)
+        AS own_spread_s2,
+    (sum((inclusive - inclusive_mean_s) * (inclusive - inclusive_mean_s))
+        + (any_value(steps) - count(*)) * any_value(inclusive_mean_s) * any_value(inclusive_mean_s)) / any_value(steps)
+        AS inclusive_spread_s2
+FROM means
+GROUP BY job_id, profiler, function;

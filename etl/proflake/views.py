@@ -200,6 +200,27 @@ VIEWS: tuple[ViewSpec, ...] = (
         """),
     ),
     ViewSpec(
+        "trend_series",
+        "`proflake trend`'s series for every job, both profilers and all nodes, to chart: per job (in the order "
+        "the jobs started), profiler and function, the mean own and inclusive time per train step and their "
+        "step-to-step spread. A sample is one node's train step; a function missing from one counts 0 there.",
+        _cols(_JOB + """
+            profiler string cprofile or pyinstrument.
+            job_index int64 1 = the job whose first train interval started first (per profiler; ties by job_id).
+            job_start_time timestamp When that interval started.
+            function string The function key, filename:lineno(function_name); NULL for the total (every function's own time).
+            filename string Source file.
+            lineno int64 Line of the function.
+            function_name string The function's name.
+            steps int64 The job's samples: its nodes' train steps.
+            present int64 Samples holding the function.
+            own_mean_s float64 Mean own time per step (cProfile tottime, pyinstrument self_time).
+            inclusive_mean_s float64 Mean inclusive time per step (cumtime, total_time over the outermost frames).
+            own_spread_s2 float64 Squared deviations of the own time from its mean over every sample, divided by steps.
+            inclusive_spread_s2 float64 The same of the inclusive time.
+        """),
+    ),
+    ViewSpec(
         "catalog_info",
         "Catalog files only: what the catalog was made from and when; a dashboard can show it as 'data as of'.",
         _cols("""

@@ -15,6 +15,8 @@
 --   step_node_skew      the same step across nodes: fastest, slowest, spread.
 --   top_functions       functions ranked by own time per job, job phase and profiler.
 --   call_paths          pyinstrument call trees merged per job and job phase, with the path as text.
+--   trend_series        per job (in the order the jobs started), profiler and function: the mean own and
+--                       inclusive time per train step and their step-to-step spread (proflake trend's series).
 CREATE OR REPLACE TEMPORARY VIEW cprofile_by_job_phase AS
 SELECT
   job_id,
@@ -326,3 +328,166 @@ SELECT
 FROM merged AS m
 JOIN named AS n
   USING (job_id, job_phase, path_id);
+
+CREATE OR REPLACE TEMPORARY VIEW trend_series AS
+WITH samples AS (
+  SELECT
+    job_id,
+    profiler,
+    node_id,
+    start_step,
+    MIN(start_time) AS start_time
+  FROM intervals
+  WHERE
+    start_mode = 'train' AND end_mode = 'train'
+  GROUP BY
+    job_id,
+    profiler,
+    node_id,
+    start_step
+), jobs AS (
+  SELECT
+    job_id,
+    profiler,
+    COUNT(*) AS steps,
+    MIN(start_time) AS job_start_time,
+    ROW_NUMBER() OVER (PARTITION BY profiler ORDER BY MIN(start_time) NULLS LAST, job_id NULLS LAST) AS job_index
+  FROM samples
+  GROUP BY
+    job_id,
+    profiler
+), per_step AS (
+  SELECT
+    job_id,
+    'cprofile' AS profiler,
+    node_id,
+    start_step,
+    function,
+    ANY_VALUE(filename) IGNORE NULLS AS filename,
+    MIN(lineno) AS lineno,
+    ANY_VALUE(function_name) IGNORE NULLS AS function_name,
+    SUM(tottime) AS own,
+    SUM(cumtime) AS inclusive
+  FROM function_stats
+  WHERE
+    start_mode = 'train' AND end_mode = 'train'
+  GROUP BY
+    job_id,
+    node_id,
+    start_step,
+    function
+  UNION ALL
+  SELECT
+    job_id,
+    'cprofile' AS profiler,
+    node_id,
+    start_step,
+    CAST(NULL AS STRING) AS function,
+    CAST(NULL AS STRING) AS filename,
+    CAST(NULL AS BIGINT) AS lineno,
+    CAST(NULL AS STRING) AS function_name,
+    SUM(tottime) AS own,
+    SUM(tottime) AS inclusive
+  FROM function_stats
+  WHERE
+    start_mode = 'train' AND end_mode = 'train'
+  GROUP BY
+    job_id,
+    node_id,
+    start_step
+  UNION ALL
+  SELECT
+    job_id,
+    'pyinstrument' AS profiler,
+    node_id,
+    start_step,
+    function,
+    ANY_VALUE(filename) IGNORE NULLS AS filename,
+    MIN(lineno) AS lineno,
+    ANY_VALUE(function_name) IGNORE NULLS AS function_name,
+    SUM(self_time) AS own,
+    COALESCE(SUM(time) FILTER(WHERE
+      is_outermost), 0) AS inclusive
+  FROM pyinstrument_frames
+  WHERE
+    start_mode = 'train' AND end_mode = 'train'
+  GROUP BY
+    job_id,
+    node_id,
+    start_step,
+    function
+  UNION ALL
+  SELECT
+    job_id,
+    'pyinstrument' AS profiler,
+    node_id,
+    start_step,
+    CAST(NULL AS STRING) AS function,
+    CAST(NULL AS STRING) AS filename,
+    CAST(NULL AS BIGINT) AS lineno,
+    CAST(NULL AS STRING) AS function_name,
+    SUM(self_time) AS own,
+    SUM(self_time) AS inclusive
+  FROM pyinstrument_frames
+  WHERE
+    start_mode = 'train' AND end_mode = 'train'
+  GROUP BY
+    job_id,
+    node_id,
+    start_step
+), means AS (
+  SELECT
+    p.job_id,
+    p.profiler,
+    p.function,
+    p.filename,
+    p.lineno,
+    p.function_name,
+    p.own,
+    p.inclusive,
+    j.steps,
+    j.job_index,
+    j.job_start_time,
+    SUM(p.own) OVER w / j.steps AS own_mean_s,
+    SUM(p.inclusive) OVER w / j.steps AS inclusive_mean_s
+  FROM per_step AS p
+  JOIN jobs AS j
+    ON p.job_id = j.job_id AND p.profiler = j.profiler
+  WINDOW w AS (PARTITION BY p.job_id, p.profiler, p.function)
+)
+SELECT
+  job_id,
+  profiler,
+  ANY_VALUE(job_index) IGNORE NULLS AS job_index,
+  ANY_VALUE(job_start_time) IGNORE NULLS AS job_start_time,
+  function,
+  ANY_VALUE(filename) IGNORE NULLS AS filename,
+  MIN(lineno) AS lineno,
+  ANY_VALUE(function_name) IGNORE NULLS AS function_name,
+  ANY_VALUE(steps) IGNORE NULLS AS steps,
+  COUNT(*) AS present,
+  ANY_VALUE(own_mean_s) IGNORE NULLS AS own_mean_s,
+  ANY_VALUE(inclusive_mean_s) IGNORE NULLS AS inclusive_mean_s,
+  (
+    SUM((
+      own - own_mean_s
+    ) * (
+      own - own_mean_s
+    )) + (
+      ANY_VALUE(steps) IGNORE NULLS - COUNT(*)
+    ) * ANY_VALUE(own_mean_s) IGNORE NULLS * ANY_VALUE(own_mean_s) IGNORE NULLS
+  ) / ANY_VALUE(steps) IGNORE NULLS AS own_spread_s2,
+  (
+    SUM((
+      inclusive - inclusive_mean_s
+    ) * (
+      inclusive - inclusive_mean_s
+    )) + (
+      ANY_VALUE(steps) IGNORE NULLS - COUNT(*)
+    ) * ANY_VALUE(inclusive_mean_s) IGNORE NULLS * ANY_VALUE(inclusive_mean_s) IGNORE NULLS
+  ) / ANY_VALUE(steps) IGNORE NULLS AS inclusive_spread_s2
+FROM means
+GROUP BY
+  job_id,
+  profiler,
+  function;
