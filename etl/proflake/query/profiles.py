@@ -28,6 +28,7 @@ from proflake.times import TimeLike
 if TYPE_CHECKING:
     from proflake.ingestion.report import IngestReport
     from proflake.query.diff import DiffResult
+    from proflake.query.trend import TrendResult
     from proflake.render.report import Report
     from proflake.sources import Source
 
@@ -301,3 +302,24 @@ class Profiles(Engine):
 
         return diff(self, base, head, **options)
 
+
+    def trend(
+        self,
+        *,
+        jobs: Sequence[str] | None = None,
+        job_glob: str | None = None,
+        profiler: str | None = None,
+        node: str | None = None,
+        min_change: float = 0.10,
+        **options: Any,
+    ) -> TrendResult:
+        """What changed across a series of jobs (``jobs`` and/or those matching ``job_glob``; neither: every
+        job), in the order they started: per function, the jobs where its own time per train step shifted by
+        at least ``min_change`` (0.10 = 10%), tested against the step noise. ``options``: ``min_share``,
+        ``alpha``. See proflake.query.trend and docs/trend.md.
+        """
+        from proflake.query.trend import trend
+
+        return self._fresh(lambda: trend(
+            self, jobs=jobs, job_glob=job_glob, profiler=profiler, node=node, min_change=min_change, **options
+        ))

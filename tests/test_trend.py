@@ -1,0 +1,153 @@
+"""proflake trend / Profiles.trend: series of synthetic jobs whose change points are known (profiles written
+with chosen own times: tests/test_trend_series.py), on both profilers: noise alone, one change, two opposite
+ones; the gate on the newest job; and the change points checked against ruptures' binary segmentation on
+the same per-job series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from proflake.errors import UnknownNameError, UsageError
+from proflake.query import changepoints
+from proflake.query.profiles import Profiles
+from test_diff import FUNCTIONS
+from test_trend_series import NODES, STEPS, key, store_of
+
+
+def slower(name: str, factor: float) -> dict[str, float]:
+    return {**FUNCTIONS, name: FUNCTIONS[name] * factor}
+
+
+def found(result) -> list[tuple[str | None, str]]:
+    return [(c["function"], c["job_id"]) for c in result.changes]
+
+
+# one job per entry: noise only; backward 40% slower from the sixth job; load_batch twice as slow in jobs
+# 5-7 and back; forward 30% slower in the newest job only
+SERIES = {
+    "steady": [FUNCTIONS] * 8,
+    "one": [FUNCTIONS] * 5 + [slower("backward", 1.4)] * 4,
+    "two": [FUNCTIONS] * 4 + [slower("load_batch", 2.0)] * 3 + [FUNCTIONS] * 4,
+    "newest": [FUNCTIONS] * 6 + [slower("forward", 1.3)],
+}
+
+
+@pytest.fixture(scope="module", params=["cprofile", "pyinstrument"])
+def stores(request, tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp(f"trend-{request.param}")
+    built = {name: store_of(tmp / name, jobs, profiler=request.param)[0] for name, jobs in SERIES.items()}
+    return {**built, "profiler": request.param}
+
+
+def test_noise_alone_is_no_change(stores):
+    result = Profiles(stores["steady"]).trend()
+    assert result.profiler == stores["profiler"]
+    assert result.jobs == [f"nightly-{j:02d}" for j in range(8)]
+    assert result.changes == []
+    assert result.tested == len(FUNCTIONS) + 1  # the functions and the total (train_step has no own time)
+    assert result.gate(0.10) == []
+    assert result.verdict(0.10) == ["the newest job (nightly-07) starts no slowdown (no change of at least 10% found)"]
+
+
+def test_one_change_is_found_at_the_first_job_after_it(stores):
+    result = Profiles(stores["one"]).trend(job_glob="nightly-*")
+    assert found(result) == [(None, "nightly-05"), (key("backward"), "nightly-05")]
+    backward = result.changes[1]
+    assert backward["change"] == pytest.approx(0.4, abs=0.05)
+    assert backward["before_s"] == pytest.approx(0.080, rel=0.03)
+    assert backward["after_s"] == pytest.approx(0.112, rel=0.03)
+    assert backward["p_value"] < 1e-6
+    assert (backward["before_jobs"], backward["after_jobs"]) == (5, 4)
+    assert (backward["before_steps"], backward["after_steps"]) == (5 * STEPS * len(NODES), 4 * STEPS * len(NODES))
+    total = result.changes[0]  # backward is 0.032 s of a 0.156 s step: +20%
+    assert total["change"] == pytest.approx(0.032 / 0.156, abs=0.03)
+    # not the newest job: no gate fails
+    assert result.gate(0.10) == []
+
+
+def test_min_change_keeps_only_changes_at_least_that_large(stores):
+    result = Profiles(stores["one"]).trend(min_change=0.30)
+    assert found(result) == [(key("backward"), "nightly-05")]  # the total's +20% is below 30%
+    assert Profiles(stores["one"]).trend(min_change=0.5).changes == []
+
+
+def test_two_opposite_changes_are_both_found(stores):
+    result = Profiles(stores["two"]).trend()
+    load = [c for c in result.changes if c["function"] == key("load_batch")]
+    assert [c["job_id"] for c in load] == ["nightly-04", "nightly-07"]
+    assert [c["change"] for c in load] == [pytest.approx(1.0, abs=0.15), pytest.approx(-0.5, abs=0.05)]
+    # each is tested against its neighbours only: jobs 0-3 vs 4-6, then 4-6 vs 7-10
+    assert [(c["before_jobs"], c["after_jobs"]) for c in load] == [(4, 3), (3, 4)]
+    assert all(c["p_value"] < 1e-6 for c in load)
+    others = {c["function"] for c in result.changes} - {key("load_batch"), None}
+    assert others == set()
+
+
+def test_the_gate_fails_when_the_newest_job_starts_a_slowdown_over_the_threshold(stores):
+    result = Profiles(stores["newest"]).trend()
+    assert (key("forward"), "nightly-06") in found(result)
+    reasons = result.gate(0.10)
+    # forward (+30%) fails; the total (+0.015 s of 0.156 s: ~+10%) may be a change, but not one shown over 10%
+    assert len(reasons) == 1
+    assert reasons[0].startswith(f"{key('forward')} +") and "from nightly-06: over +10%" in reasons[0]
+    assert result.gate(0.50) == []  # +30% is not over 50%
+    verdict = result.verdict(0.50)
+    assert any("not shown over +50%" in line and ">= alpha 0.05" in line for line in verdict)
+    document = result.to_dict(fail_on=0.10)
+    assert document["gate"]["failed"] and document["gate"]["reasons"] == reasons
+
+
+def test_binary_segmentation_picks_ruptures_splits():
+    """proflake's candidate search is ruptures' Binseg with the l2 cost, split for split."""
+    rpt = pytest.importorskip("ruptures", reason="run bin/setup-test: the test extra installs ruptures")
+    rng = np.random.default_rng(5)
+    for _ in range(150):
+        n = int(rng.integers(3, 40))
+        x = rng.normal(0, 1, n) + (np.arange(n) >= rng.integers(1, n)) * rng.normal(0, 3) \
+            - (np.arange(n) >= rng.integers(1, n)) * rng.normal(0, 3)
+        k = int(rng.integers(1, min(n - 1, 6) + 1))
+        expected = rpt.Binseg(model="l2", min_size=1, jump=1).fit(x).predict(n_bkps=k)[:-1]
+        assert changepoints.binseg(x, k) == expected, (x.tolist(), k)
+
+
+@pytest.mark.parametrize("name", ["one", "two"])
+def test_the_change_points_are_ruptures_on_the_same_per_job_series(stores, name):
+    """On the series proflake aggregated, ruptures' Binseg (asked for as many change points as proflake
+    kept) and its PELT (l2, a penalty of 3 * the noise of a job's mean, squared) put them at the same jobs."""
+    rpt = pytest.importorskip("ruptures", reason="run bin/setup-test: the test extra installs ruptures")
+    result = Profiles(stores[name]).trend()
+    rows = result.series.to_pylist()
+    for function in {c["function"] for c in result.changes}:
+        means = np.array([r["own_mean_s"] for r in rows if r["function"] == function])
+        noise = np.mean([r["own_spread_s2"] for r in rows if r["function"] == function]) / (STEPS * len(NODES))
+        ours = [c["job_index"] - 1 for c in result.changes if c["function"] == function]
+        binseg = rpt.Binseg(model="l2", min_size=1, jump=1).fit(means).predict(n_bkps=len(ours))[:-1]
+        pelt = rpt.Pelt(model="l2", min_size=1, jump=1).fit(means).predict(pen=9 * noise * len(means) ** 0.5)[:-1]
+        assert ours == binseg == pelt, function
+
+
+def test_on_noise_alone_false_changes_stay_below_alpha_even_with_no_minimum_change():
+    """The candidate is the best of its segment's splits; its test is Bonferroni-corrected for that choice,
+    so on pure noise (no min_change to hide behind) the family-wise rate of a false change stays <= alpha."""
+    rng = np.random.default_rng(0)
+    trials, hits = 300, 0
+    for _ in range(trials):
+        samples = rng.normal(1.0, 0.1, (10, 24))
+        series = changepoints.Jobs.of(samples.mean(axis=1), samples.var(axis=1), [24] * 10)
+        hits += bool(changepoints.changes([series], 0.0, 0.05)[0])
+    assert hits / trials <= 0.05
+
+
+def test_unknown_jobs_and_bad_arguments_are_one_sentence_each(stores):
+    profiles = Profiles(stores["steady"])
+    with pytest.raises(UnknownNameError, match="unknown job 'nightly-99'; expected one of: nightly-00"):
+        profiles.trend(jobs=["nightly-99"])
+    with pytest.raises(UnknownNameError, match=r"unknown job pattern \(no job matches\) 'weekly-\*'"):
+        profiles.trend(job_glob="weekly-*")
+    with pytest.raises(UsageError, match="min_change"):
+        profiles.trend(min_change=-0.1)
+    chosen = profiles.trend(jobs=["nightly-03", "nightly-01"])
+    assert chosen.jobs == ["nightly-01", "nightly-03"]  # in the order they started
+    one_node = profiles.trend(node="algo-1")
+    assert one_node.node == "algo-1"
+    assert {r["steps"] for r in one_node.series.to_pylist()} == {STEPS}
