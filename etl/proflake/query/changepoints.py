@@ -7,8 +7,9 @@ candidates of its E-Divisive search with a t-test in place of permutations: Welc
 of the jobs before it and of the jobs after it (to the neighbouring change points), from the jobs' means,
 spreads and step counts. A segment whose best split is not significant is not split further. Then the
 kept candidates of every series are re-tested against their final neighbours, Holm-corrected together, and
-the weakest failing one of each series (not significant, or a change below ``min_change``) is dropped,
-merging its two segments, until every one left passes. docs/trend.md says why, with the error rates.
+the weakest insignificant one of each series is dropped, merging its two segments, until every one left is
+significant; of those, the changes of at least ``min_change`` are reported. docs/trend.md says why, with the
+error rates.
 """
 
 from __future__ import annotations
@@ -136,7 +137,11 @@ def candidates(jobs: Jobs, alpha: float) -> list[int]:
 
 def changes(series: list[Jobs], min_change: float, alpha: float) -> list[list[Change]]:
     """The change points of each series that pass: significant after Holm over all of them, and a change
-    of at least ``min_change`` (relative) either way."""
+    of at least ``min_change`` (relative) either way.
+
+    Only significance decides the segmentation: a significant change smaller than ``min_change`` stays a
+    boundary (and is not reported), so dropping it does not merge two levels and dilute a large change
+    next to it into one that looks small."""
     kept = [candidates(jobs, alpha) for jobs in series]
     while True:
         tested = [_retest(jobs, points) for jobs, points in zip(series, kept)]
@@ -146,13 +151,13 @@ def changes(series: list[Jobs], min_change: float, alpha: float) -> list[list[Ch
             c.p_value = float(p)
         dropped = False
         for i, row in enumerate(tested):
-            failing = [c for c in row if not (c.p_value < alpha and abs(c.change) >= min_change)]
+            failing = [c for c in row if not c.p_value < alpha]  # NaN fails
             if failing:
                 weakest = max(failing, key=lambda c: (_p_order(c.p_value), -abs(c.change)))
                 kept[i] = [p for p in kept[i] if p != weakest.at]
                 dropped = True
         if not dropped:
-            return tested
+            return [[c for c in row if abs(c.change) >= min_change] for row in tested]
 
 
 def _retest(jobs: Jobs, points: list[int]) -> list[Change]:
