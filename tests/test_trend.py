@@ -5,9 +5,14 @@ the same per-job series."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+
 import numpy as np
 import pytest
-from proflake.errors import UnknownNameError, UsageError
+from helpers.cli import run_cli
+from proflake.errors import ExitCode, UnknownNameError, UsageError
 from proflake.query import changepoints
 from proflake.query.profiles import Profiles
 from test_diff import FUNCTIONS
@@ -163,3 +168,59 @@ def test_unknown_jobs_and_bad_arguments_are_one_sentence_each(stores):
     assert one_node.node == "algo-1"
     assert {r["steps"] for r in one_node.series.to_pylist()} == {STEPS}
 
+
+# -- the command line --------------------------------------------------------------------------------------
+def test_cli_table_names_the_function_the_job_and_the_change(stores, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    done = run_cli(["trend", "--jobs", "nightly-*", "--store", str(stores["one"]), "--min-change", "30%"])
+    assert done.returncode == ExitCode.OK, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["function", "from_job", "before", "after", "change", "p"]
+    (row,) = [line for line in lines if "backward" in line]
+    assert "nightly-05" in row and "ms/step" in row and "+4" in row  # +40%, give or take the noise
+    assert "9 jobs (nightly-00 .. nightly-08), 216 train steps on all nodes" in done.stderr
+    assert "1 change of at least 30%" in done.stderr
+
+
+def test_cli_json_and_csv_hold_the_changes(stores):
+    done = run_cli(["trend", "--store", str(stores["two"]), "--format", "json"])
+    assert done.returncode == ExitCode.OK, done.stderr
+    document = json.loads(done.stdout)
+    assert document["jobs"] == [f"nightly-{j:02d}" for j in range(11)]
+    load = [c for c in document["changes"] if c["function"] == key("load_batch")]
+    assert [c["job_id"] for c in load] == ["nightly-04", "nightly-07"]
+    assert {"function", "job_id", "before_s", "after_s", "change", "p_value"} <= load[0].keys()
+    assert "gate" not in document
+    done = run_cli(["trend", "--store", str(stores["two"]), "--format", "csv"])
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert [(r["function"], r["job_id"]) for r in rows] == [(c["function"] or "", c["job_id"]) for c in document["changes"]]
+
+
+def test_cli_gate_exits_5_when_the_newest_job_starts_a_slowdown(stores):
+    done = run_cli(["trend", "--store", str(stores["newest"]), "--fail-on", "10%", "--format", "json"])
+    assert done.returncode == ExitCode.REGRESSION
+    assert json.loads(done.stdout)["gate"]["failed"] is True
+    assert "proflake: regression (1):" in done.stderr
+    assert f"  {key('forward')} +" in done.stderr and "from nightly-06: over +10% (one-sided Welch" in done.stderr
+    passed = run_cli(["trend", "--store", str(stores["newest"]), "--fail-on", "50%"])
+    assert passed.returncode == ExitCode.OK, passed.stderr
+    assert "no significant regression at the --fail-on threshold:" in passed.stderr
+    assert "not shown over +50%" in passed.stderr
+    # a slowdown in an older job is history, not a regression of the newest
+    older = run_cli(["trend", "--store", str(stores["one"]), "--fail-on", "10%"])
+    assert older.returncode == ExitCode.OK, older.stderr
+    assert "the newest job (nightly-08) starts no slowdown" in older.stderr
+
+
+def test_cli_errors_are_one_line_with_stdout_empty(stores):
+    for args, message in [
+        (["--min-change", "ten"], "--min-change 'ten' is not a percentage; write e.g. 10%"),
+        (["--fail-on", "-5%"], "--fail-on '-5%' must be a percentage of zero or more"),
+        (["--jobs", "weekly-*"], "unknown job pattern (no job matches) 'weekly-*'"),
+        (["--job", "nightly-99"], "unknown job 'nightly-99'"),
+    ]:
+        done = run_cli(["trend", "--store", str(stores["steady"]), *args])
+        assert done.returncode == ExitCode.USAGE, (args, done.stderr)
+        assert done.stdout == ""
+        assert message in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -28,7 +28,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.USAGE: "the command line itself was wrong (click uses 2 as well)",
     ExitCode.PARTIAL: "ingest landed, but some stats files were quarantined (`proflake errors` lists them)",
     ExitCode.BUSY: "another ingest or compaction holds the store's writer lock (see `--wait`), or this run lost it",
-    ExitCode.REGRESSION: "`proflake diff --fail-on`: a significant slowdown at or over the threshold",
+    ExitCode.REGRESSION: "`proflake diff --fail-on`: a significant slowdown at or over the threshold; "
+    "`proflake trend --fail-on`: the newest job starts one",
     ExitCode.LIMIT: "a query ran past `--timeout` or `--memory-limit` and was stopped",
     ExitCode.HANGUP: "SIGHUP (a closed terminal): stopped as for SIGTERM",
     ExitCode.INTERRUPTED: "Ctrl-C (SIGINT): stopped cleanly, 128 + the signal's number as shells report it",

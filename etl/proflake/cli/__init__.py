@@ -15,7 +15,7 @@ from proflake.cli.common import cli
 COMMANDS = {
     "batches": "inspect", "catalog": "sql", "check": "check", "compact": "write", "demo": "demo", "diff": "diff",
     "errors": "inspect", "export": "export", "fetch": "fetch", "ingest": "write", "jobs": "inspect",
-    "list": "inspect", "nodes": "inspect", "rebuild": "write", "report": "report", "sql": "sql",
+    "list": "inspect", "nodes": "inspect", "rebuild": "write", "report": "report", "sql": "sql", "trend": "trend",
 }
 cli.lazy_commands.update(COMMANDS)
 

@@ -146,6 +146,17 @@ class TrendResult:
         return out
 
 
+def percentage(option: str, value: str) -> float:
+    """``10%`` (or ``10``) -> 0.10, for the command line's options; anything else is a UsageError."""
+    try:
+        fraction = float(value.strip().removesuffix("%").strip()) / 100
+    except ValueError:
+        raise UsageError(f"{option} {value!r} is not a percentage; write e.g. 10%") from None
+    if not math.isfinite(fraction) or fraction < 0:
+        raise UsageError(f"{option} {value!r} must be a percentage of zero or more")
+    return fraction
+
+
 def _name(function: str | None) -> str:
     return "(total)" if function is None else function
 
