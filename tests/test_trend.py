@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from helpers.cli import run_cli
 from proflake.errors import ExitCode, UnknownNameError, UsageError
+from proflake.ingestion.batch import ingest
 from proflake.query import changepoints
 from proflake.query.profiles import Profiles
 from test_diff import FUNCTIONS
-from test_trend_series import NODES, STEPS, key, store_of
+from test_trend_series import NODES, STEPS, key, store_of, write_series
 
 
 def slower(name: str, factor: float) -> dict[str, float]:
@@ -167,6 +168,22 @@ def test_unknown_jobs_and_bad_arguments_are_one_sentence_each(stores):
     one_node = profiles.trend(node="algo-1")
     assert one_node.node == "algo-1"
     assert {r["steps"] for r in one_node.series.to_pylist()} == {STEPS}
+
+
+def test_a_job_without_the_profiler_s_train_steps_is_left_out_and_said_so(tmp_path):
+    write_series(tmp_path / "jobs", [FUNCTIONS] * 3)
+    write_series(tmp_path / "jobs", [FUNCTIONS], profiler="pyinstrument", prefix="sampled")
+    ingest(str(tmp_path / "jobs"), str(tmp_path / "store"), workers=1)
+    result = Profiles(tmp_path / "store").trend()
+    assert result.jobs == ["nightly-00", "nightly-01", "nightly-02"]
+    assert result.warnings == ["1 job(s) have no cprofile train steps and are left out: sampled-00"]
+    alone = Profiles(tmp_path / "store").trend(jobs=["sampled-00"], profiler="pyinstrument")
+    assert (alone.jobs, alone.changes) == (["sampled-00"], [])
+    assert alone.warnings == ["1 job(s) with train steps: a change point needs at least 2 jobs"]
+    done = run_cli(["trend", "--store", str(tmp_path / "store"), "--format", "json"])
+    assert done.returncode == ExitCode.OK, done.stderr
+    assert "left out: sampled-00" in done.stderr
+    assert json.loads(done.stdout)["warnings"] == result.warnings
 
 
 # -- the command line --------------------------------------------------------------------------------------

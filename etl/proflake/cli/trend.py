@@ -70,7 +70,7 @@ def trend(
         jobs=list(jobs) or None, job_glob=job_glob, profiler=profiler, node=node, min_change=smallest,
         min_share=min_share / 100, alpha=alpha,
     )
-    for line in result.summary_lines():
+    for line in result.summary_lines() + result.warnings:
         say(line)
     if fmt == "json":
         data = json.dumps(result.to_dict(gate), indent=2) + "\n"

@@ -50,6 +50,7 @@ class TrendResult:
     series: pa.Table
     changes: list[dict[str, Any]]
     tested: int  # series tested: the total and the functions holding min_share of a job's total
+    warnings: list[str] = field(default_factory=list)
     _tests: dict[tuple[Any, str], changepoints.Change] = field(default_factory=dict, repr=False)
 
     @property
@@ -139,6 +140,7 @@ class TrendResult:
             "min_share": self.min_share,
             "tested": self.tested,
             "changes": [{k: _jsonable(v) for k, v in c.items()} for c in self.changes],
+            "warnings": list(self.warnings),
         }
         if fail_on is not None:
             reasons = self.gate(fail_on)
@@ -193,7 +195,14 @@ def trend(
     series = profiles.aggregate(f"trend_series_{chosen}", selected, scope.params())
     order = series.filter(pc.is_null(series["function"])).sort_by("job_index")["job_id"].to_pylist()
     found, tests, tested = _changes(series, order, min_change, min_share, alpha)
-    return TrendResult(chosen, scope.node_id, order, min_change, min_share, alpha, series, found, tested, tests)
+    warnings = []
+    left_out = [j for j in wanted if j not in order]
+    if left_out:
+        where = f" on {scope.node_id}" if scope.node_id else ""
+        warnings.append(f"{len(left_out)} job(s) have no {chosen} train steps{where} and are left out: {', '.join(left_out)}")
+    if len(order) < 2:
+        warnings.append(f"{len(order)} job(s) with train steps: a change point needs at least 2 jobs")
+    return TrendResult(chosen, scope.node_id, order, min_change, min_share, alpha, series, found, tested, warnings, tests)
 
 
 def _jobs(known: list[str], jobs: Sequence[str] | None, job_glob: str | None) -> list[str]:
