@@ -27,7 +27,7 @@ from proflake.query.names import PROFILERS
 )
 @click.option(
     "--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
-    help="Significance level, Holm-corrected over every change point tested.",
+    help="Significance level, corrected over the functions tested (Holm) and each split's possible places.",
 )
 @click.option(
     "--min-share", type=click.FloatRange(0, 100, max_open=True), default=1.0, show_default=True,
@@ -56,7 +56,7 @@ def trend(
 
     Jobs are taken in the order they started; each node's train step is a sample. Change points are found
     by binary segmentation on the jobs' means and kept when Welch's test against the step noise
-    (Holm-corrected) and --min-change agree. Exit codes: 0 ok, 5 when --fail-on finds that the newest job
+    (corrected over the functions) and --min-change agree. Exit codes: 0 ok, 5 when --fail-on finds that the newest job
     starts a significant slowdown (docs/trend.md).
     """
     from proflake.query.profiles import Profiles

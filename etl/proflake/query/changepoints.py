@@ -5,11 +5,12 @@ ruptures' ``Binseg(model="l2")``; tests/test_trend.py checks the two agree), vec
 sums. Every candidate is tested against the step-to-step noise, as Apache Otava (Hunter) tests the
 candidates of its E-Divisive search with a t-test in place of permutations: Welch's test between the steps
 of the jobs before it and of the jobs after it (to the neighbouring change points), from the jobs' means,
-spreads and step counts. A segment whose best split is not significant is not split further. Then the
-kept candidates of every series are re-tested against their final neighbours, Holm-corrected together, and
-the weakest insignificant one of each series is dropped, merging its two segments, until every one left is
-significant; of those, the changes of at least ``min_change`` are reported. docs/trend.md says why, with the
-error rates.
+spreads and step counts, each p-value multiplied by the number of places the split could have gone. Which
+series changed at all is decided by Holm over the series; their segments are split further while the best
+split is significant at alpha / series; then the change points are re-tested against their final
+neighbours and the weakest insignificant one dropped, merging its two segments, until every one left is
+significant; of those, the changes of at least ``min_change`` are reported (``changes``). docs/trend.md
+says why, with the error rates.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from proflake.query import stats
+
+# The fewest steps a side of a split may have: below ~10, a side's variance comes from so few steps that
+# Welch's test is too often wrong far in its tail, where a correction for many functions looks (docs/trend.md).
+MIN_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,10 @@ class Change:
     p_value: float = float("nan")  # Holm-adjusted over every candidate tested with it
 
 
-def best_split(x: np.ndarray, start: int, end: int) -> tuple[int, float]:
+def best_split(x: np.ndarray, start: int, end: int, steps: np.ndarray | None = None) -> tuple[int, float]:
     """The split of x[start:end] lowering the l2 cost (squared deviations from each part's mean) most, as
-    (index of the first job after it, gain); the last of equal gains, as ruptures picks it."""
+    (index of the first job after it, gain); the last of equal gains, as ruptures picks it. With ``steps``
+    (each job's), only splits leaving MIN_STEPS steps or more on each side count; none: (-1, 0)."""
     segment = x[start:end]
     n = len(segment)
     if n < 2:
@@ -78,7 +84,12 @@ def best_split(x: np.ndarray, start: int, end: int) -> tuple[int, float]:
     left = cumulative[:-1]
     # cost(whole) - cost(left) - cost(right) = S_k^2 / k + (S - S_k)^2 / (n - k) - S^2 / n, with S = 0 here
     gains = left**2 / k + left**2 / (n - k)
+    if steps is not None:
+        before = np.cumsum(steps[start:end])[:-1]
+        gains = np.where((before >= MIN_STEPS) & (before[-1] + steps[end - 1] - before >= MIN_STEPS), gains, -1.0)
     best = len(gains) - 1 - int(np.argmax(gains[::-1]))
+    if gains[best] < 0:
+        return -1, 0.0
     return start + best + 1, float(gains[best])
 
 
@@ -122,7 +133,7 @@ def candidates(jobs: Jobs, alpha: float) -> list[int]:
     points: list[int] = []
     open_segments = [(0, len(jobs))]
     while open_segments:
-        splits = [(best_split(jobs.mean, a, b), (a, b)) for a, b in open_segments]
+        splits = [(best_split(jobs.mean, a, b, jobs.steps), (a, b)) for a, b in open_segments]
         (at, gain), (a, b) = max(splits, key=lambda s: s[0][1])
         open_segments.remove((a, b))
         open_segments.sort()
@@ -136,21 +147,27 @@ def candidates(jobs: Jobs, alpha: float) -> list[int]:
 
 
 def changes(series: list[Jobs], min_change: float, alpha: float) -> list[list[Change]]:
-    """The change points of each series that pass: significant after Holm over all of them, and a change
-    of at least ``min_change`` (relative) either way.
+    """The change points of each series that pass, with the chance of any false one among all the series
+    kept at ``alpha``; of those, the changes of at least ``min_change`` (relative) either way.
+
+    1. Whether a series changed at all: its best split over every job, Holm-corrected over the series.
+    2. A series that did is segmented further at alpha / len(series) (Bonferroni over the series).
+    3. Its change points are re-tested against their final neighbours, their p-values multiplied by
+       len(series), and the weakest one at or over ``alpha`` dropped (its segments merged) until none is.
 
     Only significance decides the segmentation: a significant change smaller than ``min_change`` stays a
     boundary (and is not reported), so dropping it does not merge two levels and dilute a large change
     next to it into one that looks small."""
-    kept = [candidates(jobs, alpha) for jobs in series]
+    m = max(len(series), 1)
+    first = [_first(jobs) for jobs in series]
+    changed = stats.holm(np.array(first, dtype=float)) < alpha if series else np.array([], dtype=bool)
+    kept = [candidates(jobs, alpha / m) if c else [] for jobs, c in zip(series, changed)]
     while True:
         tested = [_retest(jobs, points) for jobs, points in zip(series, kept)]
-        flat = [c for row in tested for c in row]
-        adjusted = stats.holm(np.array([c.p_raw for c in flat], dtype=float)) if flat else np.array([])
-        for c, p in zip(flat, adjusted):
-            c.p_value = float(p)
         dropped = False
         for i, row in enumerate(tested):
+            for c in row:
+                c.p_value = min(1.0, c.p_raw * m) if not np.isnan(c.p_raw) else float("nan")
             failing = [c for c in row if not c.p_value < alpha]  # NaN fails
             if failing:
                 weakest = max(failing, key=lambda c: (_p_order(c.p_value), -abs(c.change)))
@@ -158,6 +175,12 @@ def changes(series: list[Jobs], min_change: float, alpha: float) -> list[list[Ch
                 dropped = True
         if not dropped:
             return [[c for c in row if abs(c.change) >= min_change] for row in tested]
+
+
+def _first(jobs: Jobs) -> float:
+    """The p-value of the series' best split over all its jobs (NaN: nothing to split or test)."""
+    at, gain = best_split(jobs.mean, 0, len(jobs), jobs.steps)
+    return welch_between(jobs, 0, at, len(jobs)).p_raw if at > 0 and gain > 0 else float("nan")
 
 
 def _retest(jobs: Jobs, points: list[int]) -> list[Change]:

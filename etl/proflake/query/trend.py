@@ -115,7 +115,7 @@ class TrendResult:
         return [
             f"{len(self.jobs)} jobs ({self.jobs[0] if self.jobs else ''} .. {self.newest or ''}), {steps:,} train steps "
             f"on {where}, {self.profiler}: {found} of at least {self.min_change * 100:g}% in own time per "
-            f"step over {self.tested} series (Welch, Holm, alpha {self.alpha:g})"
+            f"step over {self.tested} series (Welch, corrected over them, alpha {self.alpha:g})"
         ]
 
     def terminal_table(self) -> pa.Table:
