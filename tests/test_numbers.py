@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from proflake.numbers import count, p_value, percent, seconds
+from proflake.numbers import count, p_value, percent, printable, seconds
 from proflake.render.terminal import draw
 
 
@@ -56,3 +56,26 @@ def test_the_diff_table_on_a_terminal_reads_as_times_percentages_and_counts():
     assert rows[1] == ["re.py(_compile_info)", "minor", "2.19", "µs", "44.3", "µs", "+1,924%", "-98.7", "µs", "183", "µs",
                        "-1.46%", "0.25", "0.25"]
     assert "e-0" not in text  # no scientific notation anywhere
+
+
+def test_control_characters_in_names_never_reach_the_terminal():
+    """Escape sequences in a function name or a job id (a window title, a clear screen, colours) are shown
+    as text in a terminal table."""
+    evil = ["set\x1b]0;pwned\x07title", "clear\x1b[2Jscreen", "red\x1b[31mtext\x9b", "tab\there"]
+    text = draw(pa.table({"function": evil, "tottime": [1.0, 2.0, 3.0, 4.0]}), 80).text
+    assert not any(ch in text for ch in "\x1b\x07\x9b\t")
+    assert "set\\x1b]0;pwned\\x07title" in text and "clear\\x1b[2Jscreen" in text
+    assert printable("a\rb\nc") == "a\\x0db\\nc" and printable("a\nb", keep_newlines=True) == "a\nb"
+
+
+def test_a_job_id_with_escape_sequences_is_escaped_in_the_one_line_error(tmp_path):
+    from click.testing import CliRunner
+    from helpers.profiles import JobBuilder
+    from proflake import ingest
+    from proflake.cli import cli
+
+    JobBuilder(tmp_path / "jobs" / "fine").cprofile("algo-1", "train-0-stepstart-1000_train-0-stepend-2000", "a")
+    ingest(str(tmp_path / "jobs"), str(tmp_path / "store"))
+    result = CliRunner().invoke(cli, ["fetch", "by-step", "0", "1", "--job", "evil\x1b]0;pwned\x07", "--store", str(tmp_path / "store")])
+    assert result.exit_code != 0 and "\x1b" not in result.stderr and "\x07" not in result.stderr
+    assert "evil\\x1b]0;pwned\\x07" in result.stderr, result.stderr

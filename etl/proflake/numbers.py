@@ -9,6 +9,10 @@ raw values.
 from __future__ import annotations
 
 import math
+import re
+
+# C0 and C1 control characters (escape sequences start with ESC, 0x1b, or CSI, 0x9b) and DEL.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def seconds(value: float | None) -> str:
@@ -72,3 +76,13 @@ def three_digits(value: float) -> str:
     if magnitude >= 0.9995:
         return f"{value:.2f}"
     return f"{value:.3g}"
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` safe to print on a terminal: control characters (an escape sequence's ESC, a bell, a
+    carriage return) shown as ``\\x1b`` and the like, a tab as a space, so a function name or a job id
+    cannot set the window title, clear the screen or colour what follows."""
+    text = text.replace("\t", " ")
+    if not keep_newlines:
+        text = text.replace("\n", "\\n")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

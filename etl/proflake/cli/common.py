@@ -26,7 +26,11 @@ _COLUMNS_KEY = "proflake.columns"
 
 
 def say(message: str) -> None:
-    click.echo(message, err=True)
+    """A line for the person at the terminal, on stderr; names in it (jobs, files, functions) cannot
+    send control characters to the terminal."""
+    from proflake.numbers import printable
+
+    click.echo(printable(message, keep_newlines=True), err=True)
 
 
 def stdout_is_terminal() -> bool:
@@ -217,7 +221,9 @@ class OneLineUsageError(click.UsageError):
         return self.format_message()
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"proflake: error: {self.format_message()}", file=file if file is not None else sys.stderr)
+        from proflake.numbers import printable
+
+        click.echo(printable(f"proflake: error: {self.format_message()}"), file=file if file is not None else sys.stderr)
 
 
 def one_sentence(message: str) -> str:

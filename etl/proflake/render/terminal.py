@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from proflake.numbers import count, p_value, percent, seconds
+from proflake.numbers import count, p_value, percent, printable, seconds
 from proflake.render.output import iso_timestamp, timestamps
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def _column_cells(name: str, type_: pa.DataType, column) -> list[str]:
         return ["" if v is None else str(v) if plain else f"{v:,}" for v in values]
     if pa.types.is_boolean(type_):
         return ["" if v is None else "yes" if v else "no" for v in values]
-    return ["" if v is None else str(v) for v in values]
+    return ["" if v is None else printable(str(v)) for v in values]
 
 
 def _timestamp(value: dt.datetime | None) -> str:
