@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from helpers.profiles import LEGACY
+from proflake import Profiles
 from proflake.cli import cli, common
 from proflake.errors import ExitCode, UsageError
 from proflake.render.columns import limit_rows
@@ -104,6 +105,26 @@ def test_listing_on_a_terminal_says_what_every_row_shares_and_what_did_not_fit(t
     assert "9.73 s" in result.stdout and "1.59659e+15" not in result.stdout
     wide = terminal(["list", "--store", legacy_store], 200)
     assert "2020-08-04T23:56:03.775+00:00" in wide.stdout and "left out" not in wide.stderr
+
+
+@pytest.mark.parametrize("width", [60, 120])
+def test_errors_on_a_terminal_always_show_the_whole_reason(terminal, tmp_path, width):
+    """Each quarantined file is a block (kind, attempts, last failure; the file; the reason wrapped to the
+    width): at any width the reason is neither cut nor left out, and no line is wider than the terminal."""
+    deep = tmp_path / "jobs" / "job" / "framework" / "pytorch" / "cprofile" / "algo-1" / ("x" * 40) / (
+        "train-0-stepstart-1000_train-0-stepend-2000")
+    deep.mkdir(parents=True)
+    (deep / "python_stats").write_bytes(b"\x00not marshal")
+    store = tmp_path / "store"
+    CliRunner().invoke(cli, ["ingest", str(tmp_path / "jobs"), "--store", str(store)])
+    (reason,) = Profiles(str(store)).errors()["message"].to_pylist()
+    result = terminal(["errors", "--store", str(store)], width)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("cprofile  1 attempt  last ") and all(len(line) <= width for line in lines)
+    shown = " ".join(line.strip() for line in lines[2:])
+    assert reason.split(": ", 1)[1].replace(" ", "") in shown.replace(" ", "")  # the reason, whole
+    assert "left out" not in result.stderr
 
 
 def test_unknown_column_lists_the_valid_ones(terminal, legacy_store):

@@ -103,8 +103,16 @@ def _emit_terminal(
         constant_context,
         limit_rows,
     )
-    from proflake.render.terminal import draw
+    from proflake.render.terminal import draw, draw_errors
 
+    if kind == "errors" and requested is None and "message" in table.column_names:
+        shown, omitted_errors = limit_rows(table, TERMINAL_ROWS, ()) if limit else (table, 0)
+        sys.stdout.write(draw_errors(shown, width))
+        sys.stdout.flush()
+        if omitted_errors:
+            say(f"… {omitted_errors:,} more file(s) not shown (the first {TERMINAL_ROWS}); "
+                "--format csv|json, --output FILE or a pipe for every row")
+        return
     table = choose_columns(table, requested, DEFAULT_COLUMNS.get(kind or ""))
     same: dict[str, object] = {}
     if requested is None:

@@ -171,3 +171,31 @@ def _float(value: float | None) -> str:
     if abs(value) >= 1e6:
         return f"{value:.1f}"
     return f"{value:.6g}"
+
+
+def draw_errors(table: pa.Table, width: int) -> str:
+    """The quarantine for a terminal, one block per file, so the reason is never cut or left out: its
+    kind, attempts and last failure; the file (shortened in the middle to the width); the reason,
+    wrapped to the width."""
+    import textwrap
+
+    blocks = []
+    for row in table.to_pylist():
+        head = [printable(str(row.get("error_kind") or ""))]
+        if row.get("attempts") is not None:
+            head.append(f"{count(row['attempts'])} attempt{'' if row['attempts'] == 1 else 's'}")
+        if row.get("last_seen") is not None:
+            head.append(f"last {_timestamp(row['last_seen'])}")
+        if row.get("closed_at") is not None:
+            head.append(f"closed {_timestamp(row['closed_at'])}")
+        lines = ["  ".join(head)]
+        if row.get("source_uri"):
+            lines.append("  " + shorten_middle(printable(str(row["source_uri"])), max(MIN_TEXT, width - 2)))
+        message = str(row.get("message") or "")
+        if row.get("source_uri") and message.startswith(f"{row['source_uri']}: "):
+            message = message[len(row["source_uri"]) + 2:]  # the file is on the line above
+        message = printable(message)
+        lines += textwrap.wrap(message, width=max(MIN_TEXT, width - 4), initial_indent="    ", subsequent_indent="    ",
+                               break_long_words=True, break_on_hyphens=False)
+        blocks.append("\n".join(line[:width] for line in lines))
+    return "\n\n".join(blocks) + ("\n" if blocks else "")
