@@ -118,9 +118,15 @@ def test_a_second_signal_exits_at_once(corpus, tmp_path):
     _, err = proc.communicate(timeout=120)
     if proc.returncode == 0:
         pytest.skip("the run finished before the signals arrived")
-    assert proc.returncode == ExitCode.TERMINATED, err
-    # Either the second signal met the cleanup (exit at once) or the cleanup was already done.
-    assert err.splitlines()[-1] in ("proflake: SIGTERM again: exiting now", f"proflake: stopped by SIGTERM{STOPPED}")
+    # Either the second signal met the cleanup (exit at once, 143) or the cleanup was already done and
+    # its line printed; then a second signal landing after the handlers were restored ends the exiting
+    # process by SIGTERM itself (-15): seen once in ~10 clean runs. Both leave the store as below.
+    last = err.splitlines()[-1]
+    assert last in ("proflake: SIGTERM again: exiting now", f"proflake: stopped by SIGTERM{STOPPED}"), err
+    if last.startswith("proflake: SIGTERM again"):
+        assert proc.returncode == ExitCode.TERMINATED, err
+    else:
+        assert proc.returncode in (ExitCode.TERMINATED, -signal.SIGTERM), err
     time.sleep(1.0)
     # Even an exit at once leaves a store the next run completes (as after a kill -9).
     again = subprocess.run([sys.executable, "-m", "proflake.cli", "ingest", str(source), "--store", str(store), "--wait", "30"],
