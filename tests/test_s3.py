@@ -118,7 +118,7 @@ def test_lock_on_s3_excludes_a_second_writer_and_expires(s3, bucket, config):
     stale._stop.set()  # stop renewing, as a dead host would
     import time
 
-    time.sleep(0.8)
+    time.sleep(0.8)  # the property under test: the 0.5 s lease runs out unrenewed (not synchronisation)
     # S3's clocks (Last-Modified, Date) count whole seconds: a contender that watches the lock stay
     # unchanged for its lease breaks it without them.
     with StoreLock(store, purpose="after expiry", wait=3):
