@@ -52,6 +52,8 @@ class TrendResult:
     tested: int  # series tested: the total and the functions holding min_share of a job's total
     warnings: list[str] = field(default_factory=list)
     _tests: dict[tuple[Any, str], changepoints.Change] = field(default_factory=dict, repr=False)
+    _profiles: Profiles | None = field(default=None, repr=False, compare=False)
+    _page: Any = field(default=None, repr=False, compare=False)
 
     @property
     def newest(self) -> str | None:
@@ -106,6 +108,24 @@ class TrendResult:
                 f"{c['before_jobs']} jobs ({c['before_steps']:,} steps) vs {c['after_jobs']} ({c['after_steps']:,} steps))"
             )))
         return out
+
+    def report(self, *, top: int = 10, max_diffs: int = 20, fail_on: float | None = None):  # -> Report
+        """The trend page (docs/trend.md, "The page"): the total's and the ``top`` functions' series with the
+        change points marked, the table of changes, and for the ``max_diffs`` largest changes the diff of
+        the jobs either side (and with ``fail_on`` the gate's verdict); one self-contained HTML file,
+        ``.write(path)`` saves it (a proflake.render.report.Report)."""
+        if self._profiles is None:
+            raise UsageError("this TrendResult was not made by Profiles.trend, so it has no profiles to diff")
+        # Through the package's lazy exports: the page is built by the render layer, above this one.
+        import proflake
+
+        return proflake.build_trend_report(self, top=top, max_diffs=max_diffs, fail_on=fail_on)
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the trend page (made once, then kept)."""
+        if self._page is None:
+            self._page = self.report()
+        return str(self._page._repr_html_())
 
     def summary_lines(self) -> list[str]:
         """What was compared, for stderr."""
@@ -202,7 +222,9 @@ def trend(
         warnings.append(f"{len(left_out)} job(s) have no {chosen} train steps{where} and are left out: {', '.join(left_out)}")
     if len(order) < 2:
         warnings.append(f"{len(order)} job(s) with train steps: a change point needs at least 2 jobs")
-    return TrendResult(chosen, scope.node_id, order, min_change, min_share, alpha, series, found, tested, warnings, tests)
+    return TrendResult(
+        chosen, scope.node_id, order, min_change, min_share, alpha, series, found, tested, warnings, tests, profiles
+    )
 
 
 def _jobs(known: list[str], jobs: Sequence[str] | None, job_glob: str | None) -> list[str]:

@@ -35,7 +35,7 @@ def _script(page: str) -> str:
 
 
 def render_html(data: dict[str, Any], page: str = "report") -> str:
-    """``page`` (report or diff): static/<page>.html with the shared style, the script and ``data``."""
+    """``page`` (report, diff or trend): static/<page>.html with the shared style, the script and ``data``."""
     html_text = _static(f"{page}.html")
     # Replace the data last: it is the only part that comes from profiles.
     for marker, text in (("/*CSS*/", _static("report.css")), ("/*JS*/", _script(page)), ("/*DATA*/", _json_for_script(data))):
@@ -48,7 +48,7 @@ def render_html(data: dict[str, Any], page: str = "report") -> str:
 
 class Report:
     """An HTML page: ``html`` is the whole page, ``data`` what it shows; ``write`` saves it. ``page`` is
-    report (a selection's report) or diff (a DiffResult's page)."""
+    report (a selection's report), diff (a DiffResult's page) or trend (a TrendResult's page)."""
 
     def __init__(self, data: dict[str, Any], page: str = "report") -> None:
         self.data = data
@@ -68,6 +68,8 @@ class Report:
         return f'<iframe srcdoc="{html.escape(self.html, quote=True)}" style="width:100%;height:720px;border:1px solid #ddd"></iframe>'
 
     def __repr__(self) -> str:
+        if self.page == "trend":
+            return f"<proflake Report: trend, {len(self.data['jobs'])} jobs, {len(self.data['changes'])} changes, {len(self.html):,} bytes>"
         if self.page == "diff":
             return f"<proflake Report: diff, {len(self.data['diff']['functions'])} functions, {len(self.html):,} bytes>"
         return f"<proflake Report: {self.data['meta']['method']}, {self.data['overview']['intervals']} intervals, {len(self.html):,} bytes>"
