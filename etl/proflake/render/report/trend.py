@@ -18,6 +18,7 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from proflake.errors import UsageError
 from proflake.numbers import count, p_value, percent, seconds
 from proflake.render.report.diff import _meta
 from proflake.render.report.page import Report
@@ -41,7 +42,7 @@ def trend_report_data(
     its first ``diff_rows`` functions), the ``proflake diff`` command of every change, and with ``fail_on``
     the gate's verdict on the newest job (``TrendResult.to_dict``'s ``gate``)."""
     if top < 0 or max_diffs < 0 or diff_rows < 1:
-        raise ValueError("top and max_diffs must be 0 or more, diff_rows at least 1")
+        raise UsageError(f"top ({top}) and max_diffs ({max_diffs}) must be 0 or more, diff_rows ({diff_rows}) at least 1")
     rows = result.series.to_pylist()
     index = {job: i for i, job in enumerate(result.jobs)}
     n = len(result.jobs)
@@ -118,7 +119,7 @@ def diff_of(result: TrendResult, base: str, head: str) -> DiffResult:
     """``Profiles.diff`` of two of the trend's jobs, as the page and its command compare them."""
     profiles = result._profiles
     if profiles is None:
-        raise ValueError("this TrendResult was not made by Profiles.trend, so it has no profiles to diff")
+        raise UsageError("this TrendResult was not made by Profiles.trend, so it has no profiles to diff")
     return profiles.diff(
         {"job": base, "node": result.node}, {"job": head, "node": result.node}, profiler=result.profiler,
         match="line", alpha=result.alpha, min_share=result.min_share,

@@ -162,7 +162,7 @@
     s.appendChild(svg("polyline", { class: "mean", points: line.join(" ") }));
     if (dx >= 4) for (i = 0; i < n; i++) s.appendChild(svg("circle", { class: "dot", cx: x(i), cy: y(S.mean[i]), r: Math.min(3, dx / 3) }));
     // job ids under the axis, as many as fit (every job when there is room), rotated
-    var every = Math.max(1, Math.ceil(13 / dx));
+    var every = Math.max(1, Math.ceil(16 / dx));  // 16 px apart: rotated 45°, 11 px between two lines
     for (i = 0; i < n; i += every) {
       var lab = svg("text", { class: "tick job-label", x: 0, y: 0, "text-anchor": "end", transform: "translate(" + x(i).toFixed(1) + "," + (T + ph + 10) + ") rotate(-45)" });
       lab.textContent = J[i].id.length > 14 ? "…" + J[i].id.slice(-13) : J[i].id;
