@@ -101,6 +101,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     m.add_argument("--methods", nargs="+", help="only these fetch methods (default: all)")
     m.add_argument(
+        "--trend-jobs",
+        type=int,
+        default=1000,
+        help="jobs in the trend section's series (bench/cases/trend.py; default 1000, 0 leaves it out)",
+    )
+    m.add_argument(
+        "--trend-store", type=Path, help="measure trend on this store (written by python -m bench.trend_bench)"
+    )
+    m.add_argument("--trend-repeats", type=int, default=3, help="Profiles.trend calls timed (median; default 3)")
+    m.add_argument(
         "--profile-ingest",
         metavar="FILE",
         help="also run one extra, unmeasured 1-worker ingest under cProfile; write its dump to FILE",
@@ -138,6 +148,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.ingest_passes < 1:
         parser.error(f"--ingest-passes must be at least 1, not {args.ingest_passes}")
+    if args.trend_jobs < 0 or args.trend_repeats < 1:
+        parser.error("--trend-jobs must be 0 or more and --trend-repeats at least 1")
     if args.alternations < 1:
         parser.error(f"--alternations must be at least 1, not {args.alternations}")
     if not (math.isfinite(args.warmup) and args.warmup >= 0):

@@ -17,6 +17,7 @@ from bench.cases import Context
 from bench.cases.fetch import run_fetches
 from bench.cases.ingest import run_floors, run_ingests, run_readers, run_store
 from bench.cases.single_step import run_single_step
+from bench.cases.trend import render_trend, run_trend, trend_targets
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ SECTIONS: list[Section] = [
     Section(
         "single_step", run_single_step, "single_step", targets.single_step_targets, report.render_single_step
     ),
+    # Its own corpus (a series of jobs), not the run's: --trend-jobs N, 0 to leave it out.
+    Section("trend", run_trend, "trend", trend_targets, render_trend),
 ]
 
 

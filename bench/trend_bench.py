@@ -8,8 +8,11 @@ every step a cProfile dump of ``--functions`` functions (own times falling off a
 as tests/test_diff.py makes it); from job ``--jobs * 0.7`` on, the five largest functions are 30% slower.
 On one warm ``Profiles``: ``Profiles.trend`` of every job (median of ``--repeats``), and its two parts, the
 series query (queries/trend_series_cprofile.sql over the selected train steps) and the change-point
-search (proflake.query.changepoints), each timed alone; and whether the five changes were found at the
-right job and nothing else was.
+search (proflake.query.changepoints), each timed alone; the trend page (``TrendResult.report()``: the
+charts' data and the diffs either side of the changes); this process's peak resident memory over those
+calls (VmHWM, reset after the warm-up call) and before them; and whether the five changes were found at
+the right job and nothing else was. ``bench.run`` runs this file in a child process (section ``trend``,
+bench/cases/trend.py), so the peak is trend's own.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import marshal
+import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -62,13 +67,34 @@ def write_corpus(root: Path, jobs: int, nodes: int, steps: int, functions: int, 
     return written
 
 
+def _status_mb(field: str) -> float | None:
+    """A field of /proc/self/status (VmRSS, VmHWM) in MB; None where there is no /proc."""
+    if not os.path.exists("/proc/self/status"):
+        return None
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def _reset_peak() -> None:
+    """Start VmHWM over from the resident memory now (Linux: clear_refs 5), where the kernel allows it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def measure(store: Path, repeats: int, jobs: int) -> dict:
     from proflake import Profiles
     from proflake.query import trend as trend_module
 
     profiles = Profiles(str(store))
     result = profiles.trend()  # warm: connection, intervals snapshot, Parquet footers
-    totals, queries, searches = [], [], []
+    rss_before = _status_mb("VmRSS")
+    _reset_peak()
+    totals, queries, searches, pages = [], [], [], []
     for _ in range(repeats):
         started = time.perf_counter()
         result = profiles.trend()
@@ -82,6 +108,10 @@ def measure(store: Path, repeats: int, jobs: int) -> dict:
         started = time.perf_counter()
         trend_module._changes(series, result.jobs, 0.10, 0.01, 0.05)
         searches.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        page = result.report()
+        pages.append(time.perf_counter() - started)
+    peak = _status_mb("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     change_at = f"job-{int(jobs * 0.7):04d}"
     expected = {f"{FILE}:{10 + i}(layer_{i})" for i in range(SLOWER)}
     functions = {c["function"] for c in result.changes if c["function"] is not None}
@@ -91,6 +121,11 @@ def measure(store: Path, repeats: int, jobs: int) -> dict:
         "trend_s": statistics.median(totals),
         "series_query_s": statistics.median(queries),
         "change_points_s": statistics.median(searches),
+        "page_s": statistics.median(pages),
+        "page_bytes": len(page.html.encode()),
+        "page_diffs": len(page.data["diffs"]),
+        "rss_before_mb": rss_before,
+        "peak_rss_mb": peak,
         "series_tested": result.tested,
         "changes": len(result.changes),
         "found_the_five_at_the_right_job": functions == expected
@@ -113,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"corpus": vars(args) | {"store": str(args.store or args.out / "store"), "out": str(args.out)}}
     report["corpus"].pop("json_out")
     store = args.store
+    jobs = args.jobs
+    if store is not None and (store.parent / "corpus.json").exists():  # the corpus it was ingested from
+        jobs = json.loads((store.parent / "corpus.json").read_text())["jobs"]
+        report["corpus"]["jobs"] = jobs
     if store is None:
         import shutil
 
@@ -126,14 +165,17 @@ def main(argv: list[str] | None = None) -> int:
         ingest(str(args.out / "jobs"), str(args.out / "store"), workers=args.workers)
         report["ingest_s"] = time.perf_counter() - started
         store = args.out / "store"
-    report["trend"] = measure(store, args.repeats, args.jobs)
+        corpus = {k: getattr(args, k) for k in ("jobs", "nodes", "steps", "functions")}
+        (args.out / "corpus.json").write_text(json.dumps(corpus | {"files": report["files"]}) + "\n")
+    report["trend"] = measure(store, args.repeats, jobs)
     t = report["trend"]
-    print("| jobs | series rows | trend (median) | series query | change points | series tested | changes | right |")
-    print("|---:|---:|---:|---:|---:|---:|---:|:--|")
+    print("| jobs | series rows | trend (median) | series query | change points | page | peak RSS | series tested "
+          "| changes | right |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:--|")
     print(
         f"| {t['jobs']:,} | {t['series_rows']:,} | {t['trend_s']:.2f} s | {t['series_query_s']:.2f} s | "
-        f"{t['change_points_s']:.3f} s | {t['series_tested']} | {t['changes']} | "
-        f"{'yes' if t['found_the_five_at_the_right_job'] else 'NO'} |"
+        f"{t['change_points_s']:.3f} s | {t['page_s']:.2f} s | {t['peak_rss_mb']:.0f} MB | {t['series_tested']} | "
+        f"{t['changes']} | {'yes' if t['found_the_five_at_the_right_job'] else 'NO'} |"
     )
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n")

@@ -146,6 +146,19 @@ def check_result(data: dict) -> None:
     assert "compat by_step (one step) vs smdebug cached" not in targets  # the unpaired row is for older JSON
 
 
+def check_trend(data: dict) -> None:
+    """The trend row (bench/cases/trend.py): 20 jobs (at 10, three jobs of 4 steps after the change are too few
+    to find all five), its planted change found, timed, its peak memory measured, judged and printed."""
+    t = data["trend"]
+    assert t["jobs"] == t["corpus"]["jobs"] == 20 and t["reused_store"] is False
+    assert t["found_the_five_at_the_right_job"] is True and t["changes"] == 6  # the five and the total
+    assert t["trend_s"] > 0 and t["page_s"] > 0 and t["page_bytes"] > 0 and t["page_diffs"] == 1
+    assert t["peak_rss_mb"] >= t["rss_before_mb"] > 0
+    names = {x["name"] for x in data["targets"]}
+    assert {"trend over 20 jobs", "trend peak RSS", "trend finds the planted change"} <= names
+    assert re.search(r"^\| +20 \| +2,040 \| ", data["markdown"], re.MULTILINE)  # 20 jobs x 102 series rows
+
+
 def check_render_and_registry(data: dict, result: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tables come from the JSON alone, and a section plugged into the registry is run on request,
     judged and printed with the others."""
@@ -185,9 +198,10 @@ def check_render_and_registry(data: dict, result: Path, monkeypatch: pytest.Monk
 def test_bench_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data, corpus = run_bench(
         tmp_path, 40, 2, "--repeats", "2", "--cli-repeats", "1", "--baseline-repeats", "1", "--warmup", "0.05",
-        "--alternations", "3", timeout=1800
+        "--alternations", "3", "--trend-jobs", "20", "--trend-repeats", "1", timeout=1800
     )
     check_result(data)
+    check_trend(data)
     assert data["single_step"]["rounds"] == 3  # --alternations
     check_render_and_registry(data, tmp_path / "result.json", monkeypatch)
     manifest = json.loads((corpus / "corpus.json").read_text())
@@ -264,7 +278,8 @@ def test_baseline_does_what_smdebug_does_on_a_cached_call(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_bench_2k(tmp_path: Path) -> None:
-    data, _ = run_bench(tmp_path, 2000, 4, "--repeats", "3", "--cli-repeats", "2", "--baseline-repeats", "2", timeout=1800)
+    data, _ = run_bench(tmp_path, 2000, 4, "--repeats", "3", "--cli-repeats", "2", "--baseline-repeats", "2",
+                        "--trend-jobs", "100", timeout=1800)
     check_result(data)
     assert data["corpus"]["raw_bytes"]["cprofile"] > 40e6
 
