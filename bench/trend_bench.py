@@ -150,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     store = args.store
     jobs = args.jobs
     if store is not None and (store.parent / "corpus.json").exists():  # the corpus it was ingested from
-        jobs = json.loads((store.parent / "corpus.json").read_text())["jobs"]
-        report["corpus"]["jobs"] = jobs
+        report["corpus"].update(json.loads((store.parent / "corpus.json").read_text()))
+        jobs = report["corpus"]["jobs"]
     if store is None:
         import shutil
 
