@@ -364,3 +364,96 @@ def test_properties_hold_on_the_long_profile():
                           cwd=root, env={**os.environ, "HYPOTHESIS_PROFILE": "long"}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:]
     assert f"{len(properties)} passed" in done.stdout
+
+
+# -- the direct reader API on bytes marshal.loads would crash on ----------------------------------------
+# Each crashed CPython 3.11's marshal.loads before the walk refused it; run in a child so a regression is
+# a failed assertion, not a dead test worker.
+_CRASHERS = {
+    # a flagged None takes no reference slot in marshal, so "r 1" is the inner tuple itself: the walk once
+    # numbered the None as slot 1 and let it through (13 bytes; the red team's was 26)
+    "self-referring tuple behind a flagged None": b"{\xa9\x02\xce\xa9\x01r\x01\x00\x00\x00N0",
+    # marshal ends a dict at a NULL in a value's place and reads on: the walk once gave up there
+    "self-referring tuple after a dict cut at its value": b")\x02{N0{\xa9\x01r\x00\x00\x00\x00N0",
+    "code object": marshal.dumps(compile("x = 1", "f.py", "exec")),
+}
+
+_READ_ALL = """
+import sys
+from proflake.errors import ParseError
+from proflake.readers import cprofile_fast
+from proflake.readers.cprofile import read_cprofile
+cases = {cases!r}
+for compiled in (True, False):
+    if not compiled:
+        cprofile_fast._compiled = None  # the reader as installed without a C compiler
+    for name, data in cases.items():
+        try:
+            read_cprofile(data)
+            print(compiled, name, "accepted", flush=True)
+        except ParseError as e:
+            print(compiled, name, str(e), flush=True)
+"""
+
+
+def test_the_reader_refuses_what_would_crash_marshal_loads_with_or_without_the_compiled_decoder():
+    done = subprocess.run([sys.executable, "-c", _READ_ALL.format(cases=_CRASHERS)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"the reader crashed (exit {done.returncode}) after:\n{done.stdout}"
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 * len(_CRASHERS)
+    for line in lines:
+        assert "not a cProfile stats dump: marshal data " in line and (
+            "refers to a tuple from inside itself" in line or "holds a code object" in line), line
+
+
+_REF = [b"r" + n.to_bytes(4, "little") for n in range(4)]
+_TOKENS = [
+    *_REF, b"\xa9\x01", b"\xa9\x02", b")\x01", b")\x02", b"\xa8\x01\x00\x00\x00", b"\xdb\x01\x00\x00\x00",
+    b"\xbc\x01\x00\x00\x00", b"{", b"\xfb", b"0", b"N", b"\xce", b"\xd4", b"\xd3", b"\xae", b"\xe9\x01\x00\x00\x00",
+    b"\xfa\x01f", b"z\x01g", b"\xe7" + bytes(8), b"c", b"\x00", b"\xff",
+]
+
+
+@st.composite
+def _marshal_like(draw):
+    """Streams built from marshal tokens (flagged tuples, lists, sets, dicts, references to the first
+    slots, singletons flagged or not, NULLs, scalars): the shapes in which a cycle or a misnumbered slot
+    hides, far likelier than in random bytes; most start as a dict key, which marshal.loads hashes."""
+    body = b"".join(draw(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=12)))
+    return b"{" + body + b"N0" if draw(st.integers(0, 3)) else body
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_marshal_like(), st.binary(max_size=64)))
+def test_the_python_walk_agrees_with_the_compiled_one(data):
+    from proflake.readers import _pstats_columns, marshal_guard
+
+    def outcome(check):
+        try:
+            check(data)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    assert outcome(marshal_guard.check) == outcome(_pstats_columns.check)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=200)
+@given(_marshal_like())
+def test_what_the_walk_lets_through_marshal_loads_survives(data):
+    from proflake.readers import marshal_guard
+
+    try:
+        marshal_guard.check(data)
+    except ValueError:
+        return
+    pid = os.fork()
+    if pid == 0:  # the child reads it as the careful path would, hashing every key; a crash is a signal
+        try:
+            value = marshal.loads(data)
+            hash(repr(value)[:0])
+        except BaseException:
+            pass
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"marshal.loads died by signal {os.WTERMSIG(status)} on {data.hex()}"

@@ -65,8 +65,10 @@ typedef struct {
 
 /* FAILED: a Python exception is set (out of memory). CYCLE: a reference to a tuple from inside itself,
  * which no pstats dump holds and on which marshal.loads can crash (hashing a key that contains itself
- * recurses until the C stack overflows), so it is refused here, not declined. */
-enum { DECLINE = -1, FAILED = -2, CYCLE = -3 };
+ * recurses until the C stack overflows), so it is refused here, not declined. CODE: a code object,
+ * which no pstats dump holds either and which marshal.loads builds unchecked (a garbled one crashes
+ * it): refused too. */
+enum { DECLINE = -1, FAILED = -2, CYCLE = -3, CODE = -5 };
 
 typedef struct {
     const unsigned char *at, *end;
@@ -472,8 +474,9 @@ static int read_stats(Decoder *d) {
 /* -- the cycle check ----------------------------------------------------------------------------
  * When the decoder declines, marshal.loads reads the dump. It crashes the process on a tuple that holds
  * a reference to itself (hashing it recurses until the C stack overflows; marshal.loads hashes every
- * dict key): the walk below reads any marshal stream of plain values and finds such a cycle first. It
- * gives up (GIVE_UP: marshal.loads decides) on what it does not know, such as code objects. */
+ * dict key), and on a garbled code object: the walk below reads any marshal stream of plain values and
+ * finds either first. It gives up (GIVE_UP: marshal.loads decides, and refuses) on what is cut short or
+ * not a value at all. etl/proflake/readers/marshal_guard.py is the same walk in Python (a stack for the recursion). */
 #define GIVE_UP (-4)
 #define MAX_DEPTH 2000 /* marshal.loads refuses deeper nesting itself */
 
@@ -519,7 +522,8 @@ static int walk(Walk *w, int depth) {
     int status;
     switch (type) {
     case 'N': case 'F': case 'T': case 'S': case '.': /* None, False, True, StopIteration, Ellipsis */
-        break;
+        return 0; /* marshal.loads gives these no reference slot, even with FLAG_REF: neither may the walk,
+                   * or every later slot is one off and a cycle goes unseen (a 13-byte dump crashed it) */
     case TYPE_NULL:
         return GIVE_UP; /* only a dict's end, handled there */
     case TYPE_INT:
@@ -582,28 +586,39 @@ static int walk(Walk *w, int depth) {
         Py_ssize_t slot = -1;
         if (flag && (slot = walk_slot(w, 0)) < 0)
             return FAILED;
+        /* marshal.loads ends a dict at a NULL where a key or a value would be (and drops that key) */
         while (w->at < w->end && *w->at != TYPE_NULL)
-            for (int item = 0; item < 2; item++)
-                if ((status = walk(w, depth + 1)))
-                    return status;
+            if ((status = walk(w, depth + 1)))
+                return status;
         if ((status = walk_skip(w, 1)))
             return status;
         return 0;
     }
+    case 'c':
+        return CODE;
     default:
-        return GIVE_UP; /* code objects and anything newer */
+        return GIVE_UP; /* unknown type codes: marshal.loads refuses them */
     }
     if (flag && walk_slot(w, 0) < 0)
         return FAILED;
     return 0;
 }
 
-/* CYCLE, FAILED, or 0 (none found, or gave up). */
+/* CYCLE, CODE, FAILED, or 0 (none found, or gave up). */
 static int find_cycle(const unsigned char *data, Py_ssize_t size) {
     Walk w = {data, data + size, NULL, 0, 0};
     int status = walk(&w, 0);
     PyMem_Free(w.building);
-    return status == CYCLE || status == FAILED ? status : 0;
+    return status == CYCLE || status == CODE || status == FAILED ? status : 0;
+}
+
+/* Sets ValueError for what marshal.loads must not read; 0 when it may. */
+static int refuse(int status) {
+    if (status == CYCLE)
+        PyErr_SetString(PyExc_ValueError, "marshal data refers to a tuple from inside itself");
+    else if (status == CODE)
+        PyErr_SetString(PyExc_ValueError, "marshal data holds a code object");
+    return status == CYCLE || status == CODE || status == FAILED ? -1 : 0;
 }
 
 /* Bytes of the columns laid end to end. */
@@ -645,7 +660,22 @@ PyDoc_STRVAR(decode_doc,
 "counts: int64 bytes, primitive calls and total calls per function, then total calls and primitive\n"
 "calls per edge; times: float64 bytes, own and cumulative time per function, then per edge.\n"
 "None when the dump is not the common shape; the Python reader then decides.\n"
-"ValueError for a reference to a tuple from inside itself, which marshal.loads may crash on.");
+"ValueError for a reference to a tuple from inside itself or a code object, which marshal.loads may\n"
+"crash on.");
+
+PyDoc_STRVAR(check_doc,
+"check(data) -> None\n\n"
+"ValueError when marshal.loads could crash the process on data (see decode); None when it may read it.");
+
+static PyObject *check(PyObject *module, PyObject *data) {
+    (void)module;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE))
+        return NULL;
+    int status = find_cycle(view.buf, view.len);
+    PyBuffer_Release(&view);
+    return refuse(status) ? NULL : Py_NewRef(Py_None);
+}
 
 static PyObject *decode(PyObject *module, PyObject *args) {
     (void)module;
@@ -667,12 +697,8 @@ static PyObject *decode(PyObject *module, PyObject *args) {
         int cycle = find_cycle(view.buf, view.len);
         status = cycle ? cycle : DECLINE;
     }
-    if (status == FAILED)
+    if (refuse(status))
         goto done;
-    if (status == CYCLE) {
-        PyErr_SetString(PyExc_ValueError, "marshal data refers to a tuple from inside itself");
-        goto done;
-    }
     if (status == DECLINE || d.function_key.size == 0) { /* the Python reader decides */
         result = Py_NewRef(Py_None);
         goto done;
@@ -705,6 +731,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"check", check, METH_O, check_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -29,7 +29,7 @@ from proflake.readers.cprofile_data import (
     FunctionValue,
     std_name,
 )
-from proflake.readers.cprofile_fast import Refused, Unusual, compiled_tables, fast_tables
+from proflake.readers.cprofile_fast import Refused, Unusual, compiled_tables, fast_tables, refuse_unsafe
 from proflake.readers.cprofile_fast import _compiled as _compiled  # noqa: F401 - what the bench reports
 
 
@@ -52,6 +52,10 @@ def decode(data: bytes) -> dict[FunctionKey, FunctionValue]:
 def _load(data: bytes) -> dict:
     if not data:
         raise _bad("the file is empty")
+    try:
+        refuse_unsafe(data)  # marshal.loads must never see what could crash it, whoever calls
+    except Refused as e:
+        raise _bad(str(e)) from None
     try:
         stats = marshal.loads(data)
     except (EOFError, ValueError, TypeError) as e:

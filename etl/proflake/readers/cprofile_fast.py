@@ -17,6 +17,7 @@ from types import ModuleType
 import numpy as np
 import pyarrow as pa
 
+from proflake.readers import marshal_guard
 from proflake.readers.cprofile_data import _INT64_MAX, CProfileData, std_name
 
 _compiled: ModuleType | None
@@ -24,6 +25,20 @@ try:  # built from _pstats_columns.c at install; without a C compiler, the Pytho
     from proflake.readers import _pstats_columns as _compiled
 except ImportError:
     _compiled = None
+
+
+
+def refuse_unsafe(data: bytes) -> None:
+    """Raise ``Refused`` when ``marshal.loads(data)`` could crash the process (a tuple that refers to
+    itself, a code object: see marshal_guard.py); the compiled walk where it was built, else Python's."""
+    try:
+        if _compiled is not None:
+            _compiled.check(data)
+        else:
+            marshal_guard.check(data)
+    except ValueError as e:
+        raise Refused(str(e)) from None
+
 
 # -- the fast path ----------------------------------------------------------------------------------
 # Parse workers read thousands of dumps of one job, nearly all well formed. The fast path checks a
