@@ -24,6 +24,7 @@ import atexit
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -64,6 +65,9 @@ worker_main(int(sys.argv[1]), sys.argv[2])
 # The kernel's pipe buffer holds a whole chunk, so handing a worker its next chunk while it parses
 # the current one never blocks the parent (Linux; elsewhere the default size only costs overlap).
 PIPE_BYTES = 1024 * 1024
+# How long a killed worker may take to be reaped before a thread takes over the wait: > 10 s was seen
+# at load 25 (a process in uninterruptible sleep dies only when its I/O ends).
+KILL_WAIT_S = 10.0
 IN_FLIGHT = 2  # chunks queued per worker: it starts the next one without waiting for the parent
 # Input bytes per fact row, until a pool has written some (cProfile files hold ~50, pyinstrument ~300):
 # it sizes the first stripes; a guess on the high side only makes their segments overflow sooner.
@@ -138,9 +142,12 @@ class _Worker:
         return chunk
 
     def kill(self) -> None:
+        """SIGKILL it and reap it. One still not reaped after KILL_WAIT_S is left to a background thread
+        (the batch goes on): a killed process runs none of its code again, and what it wrote but had not
+        reported sealed belongs to no commit."""
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(timeout=10)
+        _reap(self.process)
         self.tasks.close()
         self.results.close()
 
@@ -153,9 +160,17 @@ class _Worker:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait()
+            _reap(self.process)
         self.tasks.close()
         self.results.close()
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Wait for a killed process up to KILL_WAIT_S, then let a daemon thread wait for the rest."""
+    try:
+        process.wait(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        threading.Thread(target=process.wait, name="proflake-reap-worker", daemon=True).start()
 
 
 def _grow_pipe(fd: int) -> int:
