@@ -10,6 +10,7 @@ import math
 import re
 
 import pytest
+from proflake import numbers
 from proflake.query.profiles import Profiles
 from test_diff_report import pyinstrument_store  # noqa: F401 - a fixture
 from test_diff_sides import EARLY, LATE, T0, drift  # noqa: F401 - drift is a fixture
@@ -49,22 +50,23 @@ def test_cprofile_diff_page_renders_and_works_offline(browser, drift, tmp_path):
 
     # The table is the DiffResult's, in its order (impact first), rounded as the page rounds.
     rows = result.table.to_pylist()
-    first = page.locator("#diff-table tbody tr").first.locator("td").all_inner_texts()
-    assert first[0] == rows[0]["function"] and first[1] == rows[0]["status"] == "slower"
-    assert math.isclose(float(first[2]), rows[0]["base_self"], rel_tol=1e-3)
-    assert math.isclose(float(first[3]), rows[0]["head_self"], rel_tol=1e-3)
-    assert first[5] == f"{rows[0]['self_change_ratio'] * 100:+.1f}%"
+    first_row = page.locator("#diff-table tbody tr").first
+    first = first_row.locator("td").all_inner_texts()
+    assert first_row.get_attribute("data-function") == rows[0]["function"] and first[1] == rows[0]["status"] == "slower"
+    assert first[0].splitlines()[0] == rows[0]["function_name"]  # the name, then where it is
+    assert first[2:4] == [numbers.seconds(rows[0]["base_self"]), numbers.seconds(rows[0]["head_self"])]
+    assert first[5] == numbers.percent(rows[0]["self_change_ratio"])
     assert page.locator("#diff-table tbody tr").count() == len(rows)
     # Sorting by the head's own time puts its largest first; again, its smallest.
     page.locator("#diff-table th[data-key='head_self']").click()
-    top = page.locator("#diff-table tbody tr").first.locator("td").first.inner_text()
+    top = page.locator("#diff-table tbody tr").first.get_attribute("data-function")
     assert top == max(rows, key=lambda r: r["head_self"])["function"]
     page.locator("#diff-table th[data-key='head_self']").click()
-    bottom = page.locator("#diff-table tbody tr").first.locator("td").first.inner_text()
+    bottom = page.locator("#diff-table tbody tr").first.get_attribute("data-function")
     assert bottom == min(rows, key=lambda r: r["head_self"])["function"]
     # The status filter keeps the significant rows.
     page.select_option("#table-status", "sig")
-    shown = page.locator("#diff-table tbody tr td.fn").all_inner_texts()
+    shown = page.locator("#diff-table tbody tr").evaluate_all("(trs) => trs.map((tr) => tr.getAttribute('data-function'))")
     assert shown == [r["function"] for r in rows if r["status"] in ("slower", "faster")]
     shoot(page, "cprofile-table-significant", "#table")
 

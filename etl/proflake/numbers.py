@@ -2,12 +2,14 @@
 the gate's verdicts): a duration with a unit and three significant digits (``1.04 s``, ``3.73 ms``,
 ``12.0 µs``), a ratio as a signed percentage with three significant digits and grouped thousands
 (``+36.1%``, ``+19,352%``), counts grouped (``33,825``; a mean count per step keeps three significant
-digits: ``0.25``), p-values with two (``0.0041``). Files for other programs (csv, json, parquet) keep the
-raw values.
+digits: ``0.25``), p-values with two (``0.0041``), times as ISO 8601 in UTC (``2020-08-04T23:56:15Z``).
+Files for other programs (csv, json, parquet) keep the raw values. The pages' script has a port of these
+rules (render/report/static/common.js); a browser test holds the two equal.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
@@ -86,3 +88,15 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     if not keep_newlines:
         text = text.replace("\n", "\\n")
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def utc(moment: dt.datetime | float | None, *, timespec: str = "seconds") -> str:
+    """A point in time (a ``datetime``, or seconds since the epoch) as ISO 8601 in UTC with a ``Z``:
+    ``2020-08-04T23:56:15Z`` (``timespec`` as ``datetime.isoformat``: ``milliseconds`` keeps ``.123``)."""
+    if moment is None:
+        return ""
+    if not isinstance(moment, dt.datetime):
+        moment = dt.datetime.fromtimestamp(moment, dt.timezone.utc)
+    elif moment.tzinfo is None:  # proflake's times are UTC (proflake.times)
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return moment.astimezone(dt.timezone.utc).isoformat(timespec=timespec).replace("+00:00", "Z")

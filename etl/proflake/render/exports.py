@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from proflake.errors import UnknownNameError, UsageError
 from proflake.render.stacks import stacks
+from proflake.render.titles import result_title
 
 if TYPE_CHECKING:
     from proflake.query.profiles import FetchResult
@@ -122,5 +123,4 @@ def renderer(name: str) -> Renderer:
 
 
 def _title(result: FetchResult) -> str:
-    jobs = ", ".join(result.scope.job_ids or sorted(set(result.intervals["job_id"].to_pylist()))) or "proflake"
-    return f"{jobs}: {result.method.replace('_', '-')} ({result.profiler}, {result.intervals.num_rows} intervals)"
+    return f"{result_title(result)} ({result.profiler}, {result.intervals.num_rows:,} intervals)"

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from proflake import sql as queries
+from proflake.numbers import utc
 from proflake.render.stacks import Node, Rollups, call_tree, unrolled
+from proflake.render.titles import result_title
 
 if TYPE_CHECKING:
     from proflake.query.profiles import FetchResult
@@ -89,8 +91,8 @@ def _top(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
 
 def _column_names(cprofile: bool) -> dict[str, str]:
     if cprofile:
-        return {"own": "tottime (s)", "total": "cumtime (s)", "calls": "calls"}
-    return {"own": "self time (s)", "total": "total time (s)", "calls": "frames"}
+        return {"own": "tottime", "total": "cumtime", "calls": "calls"}
+    return {"own": "self time", "total": "total time", "calls": "frames"}
 
 
 def _per_phase(result: FetchResult) -> list[dict[str, Any]]:
@@ -213,11 +215,12 @@ def _meta(result: FetchResult) -> dict[str, Any]:
     params = {k: v for k, v in result._selection_params.items() if k in _SELECTION_ARGUMENTS}
     return {
         "method": result.method,
+        "title": result_title(result),
         "arguments": {k: (None if isinstance(v, float) and v == float("inf") else v) for k, v in params.items()},
         "profiler": result.profiler,
         "jobs": result.scope.job_ids,
         "node": result.scope.node_id,
-        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": utc(dt.datetime.now(dt.timezone.utc)),
         "proflake": release,
     }
 

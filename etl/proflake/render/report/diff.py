@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from proflake.errors import UsageError
+from proflake.numbers import utc
 from proflake.render.report.data import FLAME_BUDGET
 from proflake.render.report.page import Report
 from proflake.render.stacks import OTHER, CallTree, Node, Rollups, call_tree
@@ -161,6 +162,6 @@ def _meta() -> dict[str, Any]:
     except PackageNotFoundError:  # pragma: no cover - running from a checkout without an install
         release = "unknown"
     return {
-        "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": utc(dt.datetime.now(dt.timezone.utc)),
         "proflake": release,
     }

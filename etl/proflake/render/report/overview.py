@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from proflake import sql as queries
+from proflake.numbers import utc
 
 if TYPE_CHECKING:
     from proflake.query.profiles import FetchResult
@@ -57,7 +57,7 @@ def overview(result: FetchResult) -> dict[str, Any]:
 def _iso(us: float | None) -> str | None:
     if us is None:
         return None
-    return dt.datetime.fromtimestamp(us / 1e6, dt.timezone.utc).isoformat(timespec="milliseconds")
+    return utc(us / 1e6, timespec="milliseconds")
 
 
 def _gaps(steps: dict[tuple[str, str], set[int]]) -> dict[str, Any]:

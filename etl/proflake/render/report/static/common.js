@@ -27,13 +27,63 @@
     if (a >= 1) return x.toFixed(3);
     return x.toFixed(6);
   }
+  // Numbers as proflake.numbers writes them: a duration with a unit and three significant digits
+  // (1.04 s, 3.73 ms, 12.0 µs), a signed percentage (+36.1%, +19,352%), a grouped count (33,825; a mean
+  // count keeps three digits), a p-value with two. tests/test_page_numbers_browser.py holds them equal.
+  function g(v, digits) { // Python's format(v, ".<digits>g"): 0.25, 0.0041, 7.4e-06
+    if (v === 0) return "0";
+    var parts = v.toExponential(digits - 1).split("e"), exp = parseInt(parts[1], 10);
+    if (exp >= -4 && exp < digits) return Number(v.toPrecision(digits)).toString();
+    var mantissa = parts[0].indexOf(".") >= 0 ? parts[0].replace(/0+$/, "").replace(/\.$/, "") : parts[0];
+    return mantissa + "e" + (exp < 0 ? "-" : "+") + (Math.abs(exp) < 10 ? "0" : "") + Math.abs(exp);
+  }
+  function three(v) {
+    var m = Math.abs(v);
+    if (m >= 99.95) return v.toFixed(0);
+    if (m >= 9.995) return v.toFixed(1);
+    if (m >= 0.9995) return v.toFixed(2);
+    return g(v, 3);
+  }
+  function grouped(v) { return Number(v.toFixed(0)).toLocaleString("en-US", { maximumFractionDigits: 0 }); }
+  function seconds(v) {
+    if (v === null || v === undefined) return "";
+    if (!isFinite(v)) return String(v);
+    if (v === 0) return "0";
+    var m = Math.abs(v), units = [["s", 1], ["ms", 1e-3], ["µs", 1e-6]];
+    if (m >= 100) return grouped(v) + " s";
+    for (var i = 0; i < units.length; i++) if (m >= units[i][1] * 0.9995) return three(v / units[i][1]) + " " + units[i][0];
+    return three(v / 1e-9) + " ns";
+  }
+  function signedSeconds(v) { return v === null || v === undefined ? "" : (v > 0 ? "+" : "") + seconds(v); }
+  function percent(ratio, unsigned) {
+    if (ratio === null || ratio === undefined) return "";
+    if (!isFinite(ratio)) return "new";
+    var v = ratio * 100;
+    if (v === 0) return "0%";
+    return (!unsigned && v > 0 ? "+" : "") + (Math.abs(v) >= 99.95 ? grouped(v) : three(v)) + "%";
+  }
+  function count(v) {
+    if (v === null || v === undefined) return "";
+    if (Number.isInteger(v)) return v.toLocaleString("en-US");
+    return Math.abs(v) >= 999.5 ? grouped(v) : g(v, 3);
+  }
+  function pval(p) { return p === null || p === undefined || isNaN(p) ? "" : g(p, 2); }
   function short(x) { return x === 0 ? "0" : Number(x.toPrecision(3)).toString(); }
   function int(x) { return x === null || x === undefined ? "" : Number(x).toLocaleString("en-US"); }
   function pct(x, t) { return t > 0 ? (100 * x / t).toFixed(1) + "%" : ""; }
+  function share(x, t) { return t > 0 ? percent(x / t, true) : ""; }  // x's share of t: 36.1%
   function bytes(n) {
     var u = ["B", "KB", "MB", "GB", "TB"], i = 0;
     while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
     return n.toFixed(i ? 1 : 0) + " " + u[i];
+  }
+  function tail(path, room) { // the end of a path in ``room`` characters at most: "…/nn/modules/module.py"
+    var packages = path.lastIndexOf("-packages/"); // site-packages/, dist-packages/: from the package's name on
+    if (packages >= 0) path = path.slice(packages + 10);
+    if (path.length <= room) return path;
+    var parts = path.split("/"), out = parts.pop();
+    while (parts.length && out.length + parts[parts.length - 1].length + 5 <= room) out = parts.pop() + "/" + out;
+    return "…/" + out;
   }
   function card(parent, k, v) {
     var c = el("div", { class: "card" });

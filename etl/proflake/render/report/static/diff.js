@@ -4,7 +4,9 @@
   function signedPct(r) { return r === null || r === undefined ? "new" : (r >= 0 ? "+" : "") + (100 * r).toFixed(1) + "%"; }
   function signedSec(x) { return x === null || x === undefined ? "" : (x >= 0 ? "+" : "") + sec(x); }
   function ciPct(lo, hi, base) { return lo === null || !base ? "" : signedPct(lo / base) + " … " + signedPct(hi / base); }
-  function pval(p) { return p === null || p === undefined ? "" : Number(p.toPrecision(2)).toString(); }
+  var PER = U === "s/step" ? "/step" : "/s";  // each side's seconds per sample, or per wall second
+  function perUnit(x) { return x === null || x === undefined ? "" : seconds(x) + PER; }
+  function ratioCi(lo, hi, base) { return lo === null || !base ? "" : percent(lo / base) + " … " + percent(hi / base); }
   function side(s) { // "run-7 algo-2 steps 0..99 (train)": the job, the node and what the side selected
     var a = s.arguments, what = s.method.replace(/_/g, "-");
     if (s.method === "by_step") what = "steps " + (a.start_step === a.end_step ? a.start_step : a.start_step + ".." + a.end_step) + " (" + a.mode + ")";
@@ -25,15 +27,15 @@
   // -- summary ---------------------------------------------------------------------------------------
   (function () {
     var box = $("summary-body"), cards = el("div", { class: "cards", id: "summary-cards" });
-    card(cards, "total own time, base", sec(T.base) + " " + U);
-    card(cards, "total own time, head", sec(T.head) + " " + U);
-    card(cards, "change", signedPct(T.change_ratio) + " (" + signedSec(T.change) + " " + U + ")");
-    card(cards, (100 * X.test.confidence).toFixed(0) + "% interval", ciPct(T.ci_low, T.ci_high, T.base) || "not tested");
+    card(cards, "total own time, base", perUnit(T.base));
+    card(cards, "total own time, head", perUnit(T.head));
+    card(cards, "change", percent(T.change_ratio) + " (" + signedSeconds(T.change) + PER + ")");
+    card(cards, (100 * X.test.confidence).toFixed(0) + "% interval", ratioCi(T.ci_low, T.ci_high, T.base) || "not tested");
     card(cards, "verdict", T.status + (T.p_value !== null ? " (p=" + pval(T.p_value) + ")" : ""));
     box.appendChild(cards);
-    box.appendChild(simpleTable(["side", "selection", "intervals", "samples (node steps)", "wall seconds"],
-      [["base", X.base.selection, int(X.base.intervals), int(X.base.samples), sec(X.base.wall_seconds)],
-       ["head", X.head.selection, int(X.head.intervals), int(X.head.samples), sec(X.head.wall_seconds)]], [0, 0, 1, 1, 1]));
+    box.appendChild(simpleTable(["side", "selection", "intervals", "samples (node steps)", "wall time"],
+      [["base", X.base.selection, count(X.base.intervals), count(X.base.samples), seconds(X.base.wall_seconds)],
+       ["head", X.head.selection, count(X.head.intervals), count(X.head.samples), seconds(X.head.wall_seconds)]], [0, 0, 1, 1, 1]));
     box.appendChild(el("p", { class: "note" }, "Each node's step is a sample; a change is tested against the step-to-step noise with Welch's t-test, " +
       "Holm-corrected over the total and the functions holding " + (100 * X.test.min_share).toFixed(1) + "% of a side's total own time, at alpha " + X.test.alpha + " (docs/diff.md)."));
     var G = X.gate;
@@ -101,8 +103,8 @@
   (function () {
     var rows = X.functions, box = $("table-body"), LIMIT = 500;
     var cols = [ // key, header, kind: t text, s seconds, r ratio, p p-value, n number, c change (sorted by size)
-      ["function", "function", "t"], ["status", "status", "t"], ["base_self", "base own (" + U + ")", "s"], ["head_self", "head own (" + U + ")", "s"],
-      ["self_change", "change (" + U + ")", "c"], ["self_change_ratio", "change", "r"], ["ci", (100 * X.test.confidence).toFixed(0) + "% CI", "x"],
+      ["function", "function", "t"], ["status", "status", "t"], ["base_self", "base own" + PER, "s"], ["head_self", "head own" + PER, "s"],
+      ["self_change", "change" + PER, "c"], ["self_change_ratio", "change", "r"], ["ci", (100 * X.test.confidence).toFixed(0) + "% CI", "x"],
       ["p_adjusted", "p (Holm)", "p"], ["share_of_change", "share of change", "r"], ["base_cum", "base incl.", "s"], ["head_cum", "head incl.", "s"],
       ["base_calls", "base calls", "n"], ["head_calls", "head calls", "n"]];
     var ctl = el("div", { class: "controls" });
@@ -111,10 +113,11 @@
     [["", "every status"], ["sig", "significant (slower, faster)"], ["slower", "slower"], ["faster", "faster"], ["added", "added"], ["removed", "removed"], ["noise", "noise"], ["minor", "minor"]]
       .forEach(function (o) { which.appendChild(el("option", { value: o[0] }, o[1])); });
     ctl.appendChild(search); ctl.appendChild(which);
-    var count = el("span", { class: "legend", id: "table-count" }); ctl.appendChild(count);
+    var shown = el("span", { class: "legend", id: "table-count" }); ctl.appendChild(shown);
     box.appendChild(ctl);
     box.appendChild(el("p", { class: "note" }, "Sorted by impact (the size of the own-time change) until a column is clicked; click again to reverse. " +
-      "Changes are " + U + "; the interval is of the change, as a share of the base."));
+      "Times are seconds" + PER + " (" + (U === "s/step" ? "each side's seconds over its samples" : "each side's seconds over its wall seconds") +
+      "); the interval is of the change, as a share of the base. A function's file and line are under its name; hover for the whole path."));
     var table = el("table", { id: "diff-table" }), head = el("thead"), hr = el("tr"), body = el("tbody");
     var state = { key: null, dir: 1 };
     cols.forEach(function (c) {
@@ -128,13 +131,23 @@
     var wrap = el("div", { class: "scroll" }); wrap.appendChild(table); box.appendChild(wrap);
     function cell(r, c) {
       var v = r[c[0]];
-      if (c[0] === "ci") return ciPct(r.self_ci_low, r.self_ci_high, r.base_self);
-      if (c[2] === "s") return sec(v);
-      if (c[2] === "c") return signedSec(v);
-      if (c[2] === "r") return v === null ? (c[0] === "self_change_ratio" && r.status === "added" ? "new" : "") : signedPct(v);
+      if (c[0] === "ci") return ratioCi(r.self_ci_low, r.self_ci_high, r.base_self);
+      if (c[2] === "s") return seconds(v);
+      if (c[2] === "c") return signedSeconds(v);
+      if (c[2] === "r") return v === null ? (c[0] === "self_change_ratio" && r.status === "added" ? "new" : "") : percent(v);
       if (c[2] === "p") return pval(v);
-      if (c[2] === "n") return short(v);
+      if (c[2] === "n") return count(v);
       return v;
+    }
+    // The function in two lines that do not wrap: its name, then where it is (the path's end when long);
+    // the whole name is the tooltip. So the column stays readable and a row is at most two lines high.
+    function functionCell(r) {
+      var td = el("td", { class: "fn2", title: r.function });
+      var builtin = !r.filename || r.filename === "~";
+      // a built-in's name ("<method 'run_backward' of ...>") is the whole text: it may take both lines
+      td.appendChild(el("div", { class: builtin || !r.function_name ? "name whole" : "name" }, builtin || !r.function_name ? r.function : r.function_name));
+      if (!builtin && r.function_name) td.appendChild(el("div", { class: "where" }, tail(r.filename, 48) + (r.lineno !== null && r.lineno !== undefined ? ":" + r.lineno : "")));
+      return td;
     }
     function sortValue(r, c) {
       var v = r[c[0]];
@@ -160,14 +173,13 @@
       list.slice(0, LIMIT).forEach(function (r) {
         var tr = el("tr", { class: "status-" + r.status, "data-function": r.function });
         cols.forEach(function (c) {
-          var td = el("td", { class: c[0] === "function" ? "fn" : c[0] === "status" ? "st" : "num" }, cell(r, c));
-          if (c[0] === "function") td.setAttribute("title", r.filename + (r.lineno !== null ? ":" + r.lineno : ""));
+          var td = c[0] === "function" ? functionCell(r) : el("td", { class: c[0] === "status" ? "st" : "num" }, cell(r, c));
           if (c[2] === "c" || c[0] === "self_change_ratio") td.classList.add(r.self_change > 0 ? "grow" : r.self_change < 0 ? "shrink" : "same");
           tr.appendChild(td);
         });
         body.appendChild(tr);
       });
-      count.textContent = list.length > LIMIT ? "the first " + LIMIT + " of " + int(list.length) + " functions" : int(list.length) + " of " + int(rows.length) + " functions";
+      shown.textContent = list.length > LIMIT ? "the first " + LIMIT + " of " + int(list.length) + " functions" : int(list.length) + " of " + int(rows.length) + " functions";
     }
     search.addEventListener("input", draw);
     which.addEventListener("change", draw);

@@ -1,7 +1,7 @@
 /* proflake report: draws the report's sections from D (common.js); the flame graph is flame.js's. */
   // -- header ----------------------------------------------------------------------------------------
   var M = D.meta, O = D.overview;
-  var title = (O.jobs.map(function (j) { return j.job_id; }).join(", ") || "proflake") + " — " + M.method.replace(/_/g, "-");
+  var title = M.title;  // what was selected: "run-7 · node algo-2 · steps 5..9 (train)" (render/titles.py)
   document.title = "proflake report: " + title;
   $("title").textContent = title;
   var args = Object.keys(M.arguments).map(function (k) { return k + "=" + M.arguments[k]; }).join(", ");
@@ -14,13 +14,13 @@
     card(cards, "job", O.jobs.map(function (j) { return j.job_id; }).join(", ") || "—");
     card(cards, "framework", Array.from(new Set(O.jobs.map(function (j) { return j.framework; }))).join(", ") || "—");
     card(cards, "profiler shown", O.profiler);
-    card(cards, "profilers in store", O.profilers.map(function (p) { return p.profiler + " (" + int(p.intervals) + ")"; }).join(", ") || "—");
+    card(cards, "profilers in store", O.profilers.map(function (p) { return p.profiler + " (" + count(p.intervals) + ")"; }).join(", ") || "—");
     card(cards, "nodes", O.nodes.length + ": " + O.nodes.join(", "));
-    card(cards, "intervals", int(O.intervals) + (O.empty_intervals ? " (" + int(O.empty_intervals) + " empty)" : ""));
+    card(cards, "intervals", count(O.intervals) + (O.empty_intervals ? " (" + count(O.empty_intervals) + " empty)" : ""));
     card(cards, "stats files", bytes(O.bytes));
-    card(cards, "time span", sec(O.span_seconds) + " s");
+    card(cards, "time span", seconds(O.span_seconds));
     box.appendChild(cards);
-    box.appendChild(el("p", { class: "note" }, "from " + (O.start || "—") + " to " + (O.end || "—") + " (UTC)"));
+    box.appendChild(el("p", { class: "note" }, "from " + (O.start || "—") + " to " + (O.end || "—")));
     box.appendChild(el("h3", {}, "Steps and modes"));
     box.appendChild(simpleTable(["mode", "profiled steps", "first", "last"],
       O.modes.map(function (m) { return [m.mode, int(m.steps), m.first_step, m.last_step]; }), [0, 1, 1, 1]));
@@ -135,10 +135,10 @@
       var phases = Array.from(new Set(rows.map(function (r) { return r.phase; })));
       var nodes = Array.from(new Set(rows.map(function (r) { return r.node_id; }))).sort();
       var get = {}; rows.forEach(function (r) { get[r.phase + "|" + r.node_id] = r; });
-      var table = simpleTable(["phase"].concat(nodes.map(function (n) { return n + " (s)"; })).concat(["intervals"]),
+      var table = simpleTable(["phase"].concat(nodes).concat(["intervals"]),
         phases.map(function (p) {
           var n = 0;
-          return [p].concat(nodes.map(function (nd) { var r = get[p + "|" + nd]; if (r) n += r.intervals; return r ? sec(r.seconds) : "—"; })).concat([int(n)]);
+          return [p].concat(nodes.map(function (nd) { var r = get[p + "|" + nd]; if (r) n += r.intervals; return r ? seconds(r.seconds) : "—"; })).concat([count(n)]);
         }), [0].concat(nodes.map(function () { return 1; })).concat([1]));
       table.setAttribute("id", "phases-" + kind);
       box.appendChild(table);
@@ -168,10 +168,10 @@
       list.slice(0, limit).forEach(function (r) {
         var tr = el("tr", { class: "pick", "data-function": r.function });
         tr.appendChild(el("td", { class: "fn", title: r.filename + ":" + r.lineno }, r.function));
-        tr.appendChild(el("td", { class: "num" }, sec(r.own)));
-        tr.appendChild(el("td", { class: "num" }, sec(r.total)));
-        tr.appendChild(el("td", { class: "num" }, int(r.calls) + (r.primitive_calls !== undefined && r.primitive_calls !== r.calls ? "/" + int(r.primitive_calls) : "")));
-        tr.appendChild(el("td", { class: "num" }, int(r.intervals)));
+        tr.appendChild(el("td", { class: "num" }, seconds(r.own)));
+        tr.appendChild(el("td", { class: "num" }, seconds(r.total)));
+        tr.appendChild(el("td", { class: "num" }, count(r.calls) + (r.primitive_calls !== undefined && r.primitive_calls !== r.calls ? "/" + count(r.primitive_calls) : "")));
+        tr.appendChild(el("td", { class: "num" }, count(r.intervals)));
         tr.addEventListener("click", function () { showEdges(r.function); });
         body.appendChild(tr);
       });
@@ -213,9 +213,9 @@
     var two = el("div", { class: "two" });
     [["callers", "called by"], ["callees", "calls"]].forEach(function (k) {
       var col = el("div"); col.appendChild(el("h3", {}, k[1]));
-      var rows = (D.edges[k[0]][fn] || []).map(function (r) { return [r[0], int(r[1]) + (r[2] !== r[1] ? "/" + int(r[2]) : ""), sec(r[3]), sec(r[4])]; });
+      var rows = (D.edges[k[0]][fn] || []).map(function (r) { return [r[0], count(r[1]) + (r[2] !== r[1] ? "/" + count(r[2]) : ""), seconds(r[3]), seconds(r[4])]; });
       if (!rows.length) col.appendChild(el("p", { class: "note" }, k[0] === "callers" ? "nothing (a root of the profile)" : "nothing"));
-      else { var t = simpleTable(["function", "calls", "tottime (s)", "cumtime (s)"], rows, [0, 1, 1, 1]); t.setAttribute("id", "edges-" + k[0]); col.appendChild(t); }
+      else { var t = simpleTable(["function", "calls", "tottime", "cumtime"], rows, [0, 1, 1, 1]); t.setAttribute("id", "edges-" + k[0]); col.appendChild(t); }
       two.appendChild(col);
     });
     box.appendChild(two);
@@ -256,11 +256,11 @@
       var hi = Math.max.apply(null, totals), lo = Math.min.apply(null, totals);
       tr.appendChild(el("td", { class: "fn" }, f.function));
       f.cells.forEach(function (c, i) {
-        var td = el("td", { class: "num", title: P.nodes[i] + ": " + C.own + " " + sec(c[0]) + ", " + C.calls + " " + int(c[2]) }, sec(c[1]));
+        var td = el("td", { class: "num", title: P.nodes[i] + ": " + C.own + " " + seconds(c[0]) + ", " + C.calls + " " + count(c[2]) }, seconds(c[1]));
         td.style.background = heat(hi ? 0.6 * c[1] / hi : 0);
         tr.appendChild(td);
       });
-      tr.appendChild(el("td", { class: "num" }, lo > 0 ? (hi / lo).toFixed(2) + "×" : "—"));
+      tr.appendChild(el("td", { class: "num" }, lo > 0 ? three(hi / lo) + "×" : "—"));
       body.appendChild(tr);
     });
     t.appendChild(body);

@@ -4,24 +4,7 @@
    deviation), D.changes, D.diffs (Profiles.diff of the last job before a change and the first after). */
   var J = D.jobs, C = D.changes, R = D.trend, selected = null;
 
-  // Numbers as proflake.numbers writes them (seconds): texts in the data were made by it in
-  // Python; the axes and the hover, computed here, follow the same rules.
-  function three(v) {
-    var m = Math.abs(v);
-    if (m >= 99.95) return v.toFixed(0);
-    if (m >= 9.995) return v.toFixed(1);
-    if (m >= 0.9995) return v.toFixed(2);
-    return Number(v.toPrecision(3)).toString();
-  }
-  function grouped(v) { return Number(v.toFixed(0)).toLocaleString("en-US", { maximumFractionDigits: 0 }); }
-  function seconds(v) {
-    if (v === null || v === undefined) return "";
-    if (v === 0) return "0";
-    var m = Math.abs(v), units = [["s", 1], ["ms", 1e-3], ["µs", 1e-6]];
-    if (m >= 100) return grouped(v) + " s";
-    for (var i = 0; i < units.length; i++) if (m >= units[i][1] * 0.9995) return three(v / units[i][1]) + " " + units[i][0];
-    return three(v / 1e-9) + " ns";
-  }
+  // Numbers (seconds, percent, count) are common.js's port of proflake.numbers.
   function plural(n, one, many) { return int(n) + " " + (n === 1 ? one : many); }
 
   // -- header ----------------------------------------------------------------------------------------
