@@ -44,14 +44,20 @@ def write_step(folder: Path, times: dict[tuple, float], calls: int) -> None:
     (folder / "python_stats").write_bytes(marshal.dumps(stats))
 
 
-def write_job(root: Path, job: str, nodes: int, steps: int, rng: np.random.Generator, slow: dict | None = None) -> None:
-    """``nodes`` x ``steps`` train steps of FUNCTIONS (jittered; ``slow`` multiplies some), one second apart."""
+STRAGGLERS = {("algo-4", 100): 3.0, ("algo-2", 251): 2.5, ("algo-6", 17): 2.2}  # (node, step): wall time factor
+
+
+def write_job(root: Path, job: str, nodes: int, steps: int, rng: np.random.Generator, slow: dict | None = None,
+              stragglers: dict | None = None) -> None:
+    """``nodes`` x ``steps`` train steps of FUNCTIONS (jittered; ``slow`` multiplies some), one second apart,
+    each ~0.5 s of wall time (``stragglers`` multiplies some node-steps')."""
     for n in range(nodes):
         for step in range(steps):
             start = 1_700_000_000_000_000 + step * 1_000_000
             factor = rng.lognormal(0.0, 0.05)
             times = {k: v * factor * (slow or {}).get(k[2], 1.0) * rng.lognormal(0.0, 0.05) for k, v in FUNCTIONS.items()}
-            name = f"train-{step}-stepstart-{start}_train-{step}-stepend-{start + 500_000}"
+            wall = round(300_000 * factor * (stragglers or {}).get((f"algo-{n + 1}", step), 1.0))
+            name = f"train-{step}-stepstart-{start}_train-{step}-stepend-{start + wall}"
             write_step(root / job / "framework" / "pytorch" / "cprofile" / f"algo-{n + 1}" / name, times, 1 + step % 3)
 
 
@@ -62,7 +68,7 @@ def store(tmp_path_factory) -> Path:
     rng = np.random.default_rng(3)
     write_job(tmp / "jobs", "run-a", 2, 8, rng)
     write_job(tmp / "jobs", "run-b", 2, 8, rng, slow={"backward": 1.4})
-    write_job(tmp / "jobs", "wide", 6, 300, rng)
+    write_job(tmp / "jobs", "wide", 6, 300, rng, stragglers=STRAGGLERS)
     ingest(str(tmp / "jobs"), str(tmp / "store"), workers=1)
     return tmp / "store"
 
@@ -162,3 +168,51 @@ def test_the_pages_port_of_proflake_numbers_writes_what_python_writes(browser, s
         assert cnt == numbers.count(v), v
         assert p == numbers.p_value(abs(v)), v
     assert view.errors == []
+
+
+def test_the_step_timeline_of_6_nodes_and_300_steps_is_readable(browser, store, tmp_path):  # noqa: F811
+    result = Profiles(str(store)).fetch("by_job_phase", job="wide")
+    view = open_page(browser, result.report().write(tmp_path / "wide.html"))
+    page = view.page
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#timeline").screenshot(path=str(ARTIFACTS / "timeline-6x300.png"))
+    # The slowest node-steps, from the intervals themselves: a step's wall time is its interval's length here.
+    walls = sorted(((r["end_time_us"] - r["start_time_us"]) / 1e6, r["start_step"], r["node_id"])
+                   for r in result.intervals.to_pylist() if r["start_mode"] == "train" and r["start_step"] == r["end_step"])
+    slowest = sorted(walls, key=lambda w: (-w[0], w[1], w[2]))[:10]
+    assert {(node, step) for node, step in STRAGGLERS} <= {(n, s) for _, s, n in slowest}
+    assert page.locator("#timeline-chart").count() == 0  # no line per node
+    # One cell per node and step, in step order along the row, at least 2 px wide.
+    cells = page.locator("#timeline-heatmap rect[data-node]:not(.slow)").evaluate_all(
+        "(rs) => rs.map((r) => [r.getAttribute('data-node'), +r.getAttribute('data-step'), +r.getAttribute('x'), +r.getAttribute('width'), +r.getAttribute('y')])")
+    assert len(cells) == len(walls) == 6 * 300
+    by_node: dict[str, list] = {}
+    for node, step, x, width, y in cells:
+        by_node.setdefault(node, []).append((step, x, y))
+        assert width >= 2
+    assert sorted(by_node) == [f"algo-{i}" for i in range(1, 7)]
+    for row in by_node.values():
+        assert [x for _, x, _ in sorted(row)] == sorted(x for _, x, _ in row) and len({y for _, _, y in row}) == 1
+    # Every node is labelled, the labels apart; the step axis has at least 5 labels that do not overlap.
+    labels = page.locator("#timeline-heatmap text.node-label").evaluate_all(
+        "(ts) => ts.map((t) => [t.textContent, t.getBBox().y, t.getBBox().height])")
+    assert [t for t, _, _ in labels] == sorted(by_node)
+    assert all(b[1] >= a[1] + a[2] for a, b in zip(labels, labels[1:]))
+    ticks = page.locator("#timeline-ticks text").evaluate_all(
+        "(ts) => ts.map((t) => [+t.textContent, t.getBBox().x, t.getBBox().width])")
+    assert len(ticks) >= 5 and [t for t, _, _ in ticks] == sorted(t for t, _, _ in ticks)
+    assert ticks[0][0] <= 50 and ticks[-1][0] >= 250
+    assert all(b[1] > a[1] + a[2] for a, b in zip(ticks, ticks[1:]))
+    # The slowest node-steps are outlined and listed, with their wall time as proflake.numbers writes it.
+    marked = page.locator("#timeline-slowest rect.slow").evaluate_all(
+        "(rs) => rs.map((r) => [r.getAttribute('data-node'), +r.getAttribute('data-step')])")
+    assert [tuple(m) for m in marked] == [(n, s) for _, s, n in slowest]
+    listed = page.locator("#timeline-slowest-table tbody tr").evaluate_all(
+        "(trs) => trs.map((tr) => Array.from(tr.children).map((td) => td.textContent))")
+    assert [(int(r[0]), r[1], r[2]) for r in listed] == [(s, n, numbers.seconds(w)) for w, s, n in slowest]
+    # Hover says which node and step, and its wall time.
+    node, step = next(iter(STRAGGLERS))
+    page.locator(f"#timeline-heatmap rect[data-node='{node}'][data-step='{step}']:not(.slow)").hover(force=True)
+    wall = next(w for w, s, n in walls if (n, s) == (node, step))
+    assert page.locator("#tip").inner_text() == f"{node}, step {step}: {numbers.seconds(wall)}"
+    assert view.errors == [] and view.outside() == []

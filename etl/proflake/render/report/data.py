@@ -29,6 +29,7 @@ TOP_PER_PHASE = 25
 NODE_COMPARISON = 20  # functions compared across nodes
 EDGES_PER_FUNCTION = 12  # callers and callees kept for each function of the table
 FLAME_BUDGET = 2000  # flame-graph nodes; the rest is folded into "other"
+SLOWEST_STEPS = 10  # node-steps marked on the step timeline, per mode
 
 
 def report_data(result: FetchResult, *, flame_budget: int = FLAME_BUDGET, top: int = TOP) -> dict[str, Any]:
@@ -184,6 +185,8 @@ def _flame(result: FetchResult, budget: int, rollups: Rollups) -> dict[str, Any]
 
 
 def _steps(result: FetchResult) -> dict[str, Any]:
+    """Every node's profiled steps (rows), each step's node skew, and per mode the SLOWEST_STEPS slowest
+    node-steps with their step's median over the nodes (the timeline marks them)."""
     rows = queries.run_named(result._profiles.connection(), "report_steps", _ids(result)).to_pylist()
     by_step: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
     for r in rows:
@@ -204,7 +207,18 @@ def _steps(result: FetchResult) -> dict[str, Any]:
                 "slowest_node": slowest[0],
             }
         )
-    return {"rows": [[r["node_id"], r["mode"], r["step"], r["wall_seconds"], r["start_time_us"]] for r in rows], "skew": skew}
+    medians = {(s["mode"], s["step"]): s["median"] for s in skew}
+    slowest: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: (-r["wall_seconds"], r["step"], r["node_id"])):
+        if len(slowest[r["mode"]]) < SLOWEST_STEPS:
+            slowest[r["mode"]].append(
+                {"node_id": r["node_id"], "step": r["step"], "wall": r["wall_seconds"], "median": medians[(r["mode"], r["step"])]}
+            )
+    return {
+        "rows": [[r["node_id"], r["mode"], r["step"], r["wall_seconds"], r["start_time_us"]] for r in rows],
+        "skew": skew,
+        "slowest": dict(slowest),
+    }
 
 
 def _meta(result: FetchResult) -> dict[str, Any]:

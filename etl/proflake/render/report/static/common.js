@@ -85,6 +85,7 @@
     while (parts.length && out.length + parts[parts.length - 1].length + 5 <= room) out = parts.pop() + "/" + out;
     return "…/" + out;
   }
+  function plural(n, one, many) { return int(n) + " " + (n === 1 ? one : many); }
   function card(parent, k, v) {
     var c = el("div", { class: "card" });
     c.appendChild(el("div", { class: "k" }, k));

@@ -38,6 +38,18 @@
   })();
 
   // -- step timeline ---------------------------------------------------------------------------------
+  // A node x step heatmap (one row per node, one column per step or, past what the width holds, per group of
+  // steps showing the slowest), the slowest node-steps outlined and listed, step ticks every 1, 2 or 5 x 10^k
+  // steps, and the node skew of each step in bars on the same columns: readable for hundreds of steps and
+  // many nodes, where a line per node is not.
+  function niceTicks(first, last, most) { // steps to label: multiples of 1, 2 or 5 x 10^k, at most ``most``
+    var span = Math.max(1, last - first), unit = Math.pow(10, Math.floor(Math.log10(span / most)));
+    var every = [1, 2, 5, 10].map(function (m) { return m * unit; }).filter(function (e) { return span / e <= most; })[0] || span;
+    every = Math.max(1, Math.round(every));
+    var out = [], t = Math.ceil(first / every) * every;
+    for (; t <= last; t += every) out.push(t);
+    return out;
+  }
   (function () {
     var rows = D.steps.rows, box = $("timeline-body");
     if (!rows.length) { box.appendChild(el("p", { class: "note" }, "No single-step intervals in this selection.")); return; }
@@ -51,10 +63,11 @@
       var mode = pick.value, sel = rows.filter(function (r) { return r[1] === mode; });
       var nodes = Array.from(new Set(sel.map(function (r) { return r[0]; }))).sort();
       var steps = Array.from(new Set(sel.map(function (r) { return r[2]; }))).sort(function (a, b) { return a - b; });
-      var maxCols = 400, bucket = Math.max(1, Math.ceil(steps.length / maxCols));
-      var cols = Math.ceil(steps.length / bucket), index = {};
-      steps.forEach(function (s, i) { index[s] = Math.floor(i / bucket); });
-      // cell = slowest wall time of the node's steps in the bucket (a straggler must stand out)
+      var W = Math.max(600, Math.min(1340, box.clientWidth || 1100)), L = 90, R = 12;
+      var maxCols = Math.floor((W - L - R) / 2), bucket = Math.max(1, Math.ceil(steps.length / maxCols));
+      var cols = Math.ceil(steps.length / bucket), index = {}, first = {};
+      steps.forEach(function (s, i) { var c = Math.floor(i / bucket); index[s] = c; if (!(c in first)) first[c] = s; });
+      // cell = the slowest wall time of the node's steps in the column (a straggler must stand out)
       var cell = {}, maxWall = 0, minWall = Infinity;
       sel.forEach(function (r) {
         var k = r[0] + "|" + index[r[2]];
@@ -62,63 +75,84 @@
         maxWall = Math.max(maxWall, r[3]);
       });
       for (var ck in cell) minWall = Math.min(minWall, cell[ck].w);
-      var spread = maxWall - minWall;
-      if (bucket > 1) area.appendChild(el("p", { class: "note" }, steps.length + " steps: one column per " + bucket + " steps, showing the slowest"));
-      // line chart: wall time per step, one line per node
-      var W = 1100, H = 220, L = 80, B = 28, T = 10, R = 120;
-      var s1 = svg("svg", { viewBox: "0 0 " + W + " " + H, width: "100%", id: "timeline-chart", role: "img" });
-      var x = function (i) { return L + (cols > 1 ? i * (W - L - R) / (cols - 1) : (W - L - R) / 2); };
-      var y = function (w) { return T + (H - T - B) * (1 - (maxWall ? w / maxWall : 0)); };
-      s1.appendChild(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#999" }));
-      s1.appendChild(svg("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#999" }));
-      [0, 0.5, 1].forEach(function (f) {
-        var t = svg("text", { x: L - 6, y: y(maxWall * f) + 4, "text-anchor": "end", "font-size": 11 }); t.textContent = short(maxWall * f) + " s"; s1.appendChild(t);
-      });
-      var tl = svg("text", { x: L, y: H - 8, "font-size": 11 }); tl.textContent = "step " + steps[0]; s1.appendChild(tl);
-      var tr = svg("text", { x: W - R, y: H - 8, "font-size": 11, "text-anchor": "end" }); tr.textContent = "step " + steps[steps.length - 1]; s1.appendChild(tr);
-      var palette = ["#2f6fdf", "#d6402e", "#2a9d5c", "#9b51e0", "#e08a00", "#008b9a", "#7a5c3e", "#c2185b"];
+      var spread = maxWall - minWall, cw = (W - L - R) / cols;
+      var ch = nodes.length <= 12 ? 18 : Math.max(6, Math.floor(360 / nodes.length)), top = 18, H = top + ch * nodes.length + 34;
+      area.appendChild(el("p", { class: "note", id: "timeline-scale" }, int(steps.length) + " steps × " + plural(nodes.length, "node", "nodes") +
+        (bucket > 1 ? "; one column per " + bucket + " steps, showing the slowest" : "") +
+        ". Colour: the step's wall time, from pale (" + seconds(minWall) + ") to dark red (" + seconds(maxWall) + "); outlined: the " +
+        (D.steps.slowest[mode] || []).length + " slowest node-steps."));
+      var s2 = svg("svg", { width: W, height: H, id: "timeline-heatmap", role: "img" });
       nodes.forEach(function (n, ni) {
-        var pts = [];
-        for (var c = 0; c < cols; c++) { var v = cell[n + "|" + c]; if (v) pts.push(x(c).toFixed(1) + "," + y(v.w).toFixed(1)); }
-        s1.appendChild(svg("polyline", { points: pts.join(" "), fill: "none", stroke: palette[ni % palette.length], "stroke-width": 1.5 }));
-        var lg = svg("text", { x: W - R + 8, y: T + 12 + 14 * ni, fill: palette[ni % palette.length], "font-size": 12 }); lg.textContent = n; s1.appendChild(lg);
-      });
-      area.appendChild(el("h3", {}, "Wall time of each step, per node"));
-      area.appendChild(s1);
-      // heatmap node x step
-      area.appendChild(el("h3", {}, "Node × step heatmap (pale: " + short(minWall) + " s, dark red: " + short(maxWall) + " s)"));
-      var cw = Math.max(2, Math.min(48, Math.floor((W - L) / cols))), ch = 18;
-      var s2 = svg("svg", { width: L + cw * cols + 10, height: ch * nodes.length + 8, id: "timeline-heatmap" });
-      nodes.forEach(function (n, ni) {
-        var lab = svg("text", { x: L - 6, y: ni * ch + 13, "text-anchor": "end", "font-size": 11 }); lab.textContent = n; s2.appendChild(lab);
+        if (ch >= 9 || ni % Math.ceil(9 / ch) === 0) {
+          var lab = svg("text", { x: L - 6, y: top + ni * ch + Math.min(ch, 18) / 2 + 4, "text-anchor": "end", "font-size": 11, class: "node-label" });
+          lab.textContent = n; s2.appendChild(lab);
+        }
         for (var c = 0; c < cols; c++) {
           var v = cell[n + "|" + c]; if (!v) continue;
-          var r = svg("rect", { x: L + c * cw, y: ni * ch, width: cw - (cw > 3 ? 1 : 0), height: ch - 2, fill: heat(spread > 0 ? (v.w - minWall) / spread : 0), "data-node": n, "data-step": v.s });
-          (function (n, v) { r.addEventListener("mousemove", function (ev) { showTip(ev, n + ", step " + v.s + ": " + sec(v.w) + " s"); }); })(n, v);
+          var r = svg("rect", { x: (L + c * cw).toFixed(2), y: top + ni * ch, width: Math.max(cw - (cw > 4 ? 1 : 0), 0.5).toFixed(2), height: ch - (ch > 6 ? 2 : 0),
+            fill: heat(spread > 0 ? (v.w - minWall) / spread : 0), "data-node": n, "data-step": v.s });
+          (function (n, v) { r.addEventListener("mousemove", function (ev) { showTip(ev, n + ", step " + v.s + ": " + seconds(v.w)); }); })(n, v);
           r.addEventListener("mouseleave", hideTip);
           s2.appendChild(r);
         }
       });
+      var marks = svg("g", { id: "timeline-slowest" });
+      (D.steps.slowest[mode] || []).forEach(function (m, i) {
+        var c = index[m.step], ni = nodes.indexOf(m.node_id);
+        var box2 = svg("rect", { x: (L + c * cw - 1).toFixed(2), y: top + ni * ch - 1, width: Math.max(cw, 3).toFixed(2), height: ch, fill: "none",
+          stroke: "#1d2330", "stroke-width": 1.5, class: "slow", "data-node": m.node_id, "data-step": m.step });
+        marks.appendChild(box2);
+        if (i < 3) { // the three slowest get their step above the grid
+          var t = svg("text", { x: (L + (c + 0.5) * cw).toFixed(2), y: top - 5, "text-anchor": "middle", "font-size": 10, class: "slow-label" }); t.textContent = "▼" + m.step; marks.appendChild(t);
+        }
+      });
+      s2.appendChild(marks);
+      var axisY = top + ch * nodes.length;
+      s2.appendChild(svg("line", { x1: L, y1: axisY + 1, x2: W - R, y2: axisY + 1, stroke: "#999" }));
+      var ticks = niceTicks(steps[0], steps[steps.length - 1], Math.max(2, Math.floor((W - L - R) / 70)));
+      var axis = svg("g", { id: "timeline-ticks" });
+      ticks.forEach(function (t) {
+        var c = index[t]; if (c === undefined) { // the first profiled step at or after t
+          var after = steps.filter(function (s) { return s >= t; })[0]; if (after === undefined) return; c = index[after];
+        }
+        var x = L + (c + 0.5) * cw;
+        axis.appendChild(svg("line", { x1: x.toFixed(2), y1: axisY + 1, x2: x.toFixed(2), y2: axisY + 5, stroke: "#999" }));
+        var tx = svg("text", { x: x.toFixed(2), y: axisY + 17, "text-anchor": "middle", "font-size": 11, class: "tick" }); tx.textContent = t; axis.appendChild(tx);
+      });
+      s2.appendChild(axis);
+      var xl = svg("text", { x: L - 6, y: axisY + 17, "text-anchor": "end", "font-size": 11 }); xl.textContent = "step"; s2.appendChild(xl);
+      area.appendChild(el("h3", {}, "Wall time of each step, per node"));
       var hm = el("div", { class: "chart" }); hm.appendChild(s2); area.appendChild(hm);
-      // skew per step
+      // the slowest node-steps
+      var slow = D.steps.slowest[mode] || [];
+      if (slow.length) {
+        area.appendChild(el("h3", {}, "Slowest steps"));
+        var st = simpleTable(["step", "node", "wall time", "median of the step's nodes", "over the median"],
+          slow.map(function (m) { return [m.step, m.node_id, seconds(m.wall), seconds(m.median), m.median > 0 ? percent(m.wall / m.median - 1) : ""]; }), [1, 0, 1, 1, 1]);
+        st.setAttribute("id", "timeline-slowest-table"); area.appendChild(st);
+      }
+      // skew per step, on the heatmap's columns
       var skew = D.steps.skew.filter(function (s) { return s.mode === mode && s.nodes > 1; });
       area.appendChild(el("h3", {}, "Node skew per step (slowest − fastest node)"));
       if (!skew.length) { area.appendChild(el("p", { class: "note" }, "One node only: no skew.")); return; }
+      var colSkew = {};
+      skew.forEach(function (s) { var c = index[s.step]; if (!(c in colSkew) || s.skew > colSkew[c].skew) colSkew[c] = s; });
       var maxSkew = Math.max.apply(null, skew.map(function (s) { return s.skew; }));
-      var s3 = svg("svg", { viewBox: "0 0 " + W + " 120", width: "100%", id: "timeline-skew" }), bw = (W - L - R) / skew.length;
-      skew.forEach(function (s, i) {
-        var h = maxSkew ? 100 * s.skew / maxSkew : 0;
-        var r = svg("rect", { x: L + i * bw, y: 105 - h, width: Math.max(bw - 0.5, 0.5), height: h, fill: "#d6402e" });
-        r.addEventListener("mousemove", function (ev) { showTip(ev, "step " + s.step + ": skew " + sec(s.skew) + " s, slowest " + s.slowest_node + " (" + sec(s.slowest) + " s), fastest " + sec(s.fastest) + " s"); });
+      var s3 = svg("svg", { width: W, height: 120, id: "timeline-skew" });
+      Object.keys(colSkew).forEach(function (c) {
+        var s = colSkew[c], h = maxSkew ? 100 * s.skew / maxSkew : 0;
+        var r = svg("rect", { x: (L + c * cw).toFixed(2), y: 105 - h, width: Math.max(cw - (cw > 4 ? 1 : 0), 0.5).toFixed(2), height: h, fill: "#d6402e", "data-step": s.step });
+        r.addEventListener("mousemove", function (ev) { showTip(ev, "step " + s.step + ": skew " + seconds(s.skew) + ", slowest " + s.slowest_node + " (" + seconds(s.slowest) + "), fastest " + seconds(s.fastest)); });
         r.addEventListener("mouseleave", hideTip);
         s3.appendChild(r);
       });
-      var sk = svg("text", { x: L - 6, y: 14, "text-anchor": "end", "font-size": 11 }); sk.textContent = short(maxSkew) + " s"; s3.appendChild(sk);
-      area.appendChild(s3);
+      var sk = svg("text", { x: L - 6, y: 14, "text-anchor": "end", "font-size": 11 }); sk.textContent = seconds(maxSkew); s3.appendChild(sk);
+      s3.appendChild(svg("line", { x1: L, y1: 105.5, x2: W - R, y2: 105.5, stroke: "#999" }));
+      var sc = el("div", { class: "chart" }); sc.appendChild(s3); area.appendChild(sc);
       var worst = skew.slice().sort(function (a, b) { return b.skew - a.skew || a.step - b.step; }).slice(0, 10);
       area.appendChild(el("h3", {}, "Most skewed steps"));
-      area.appendChild(simpleTable(["step", "nodes", "fastest (s)", "median (s)", "slowest (s)", "skew (s)", "slowest node"],
-        worst.map(function (s) { return [s.step, s.nodes, sec(s.fastest), sec(s.median), sec(s.slowest), sec(s.skew), s.slowest_node]; }),
+      area.appendChild(simpleTable(["step", "nodes", "fastest", "median", "slowest", "skew", "slowest node"],
+        worst.map(function (s) { return [s.step, s.nodes, seconds(s.fastest), seconds(s.median), seconds(s.slowest), seconds(s.skew), s.slowest_node]; }),
         [1, 1, 1, 1, 1, 1, 0]));
     }
     pick.addEventListener("change", draw);

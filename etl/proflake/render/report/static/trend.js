@@ -5,7 +5,6 @@
   var J = D.jobs, C = D.changes, R = D.trend, selected = null;
 
   // Numbers (seconds, percent, count) are common.js's port of proflake.numbers.
-  function plural(n, one, many) { return int(n) + " " + (n === 1 ? one : many); }
 
   // -- header ----------------------------------------------------------------------------------------
   var span = J.length ? J[0].id + " .. " + J[J.length - 1].id : "no jobs";
