@@ -229,7 +229,8 @@ def test_a_damaged_table_is_one_line_for_every_reading_command(tmp_path):
         # ingest may have logged progress first ("writing: committing"); the error is its one last line
         last = done.stderr.splitlines()[-1]
         assert "Traceback" not in done.stderr and done.stdout == "", (args, done.stderr)
-        assert last.startswith("proflake: error: ") and "Delta" in last, (args, last)
+        assert last.startswith("proflake: error: table 'function_stats' of the store at "), (args, last)
+        assert "not valid JSON" in last and "proflake check" in last, (args, last)
 
 
 def test_a_duckdb_error_is_one_line(store):

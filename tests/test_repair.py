@@ -124,3 +124,57 @@ def test_checksums_are_recorded_for_every_data_file_at_commit(tmp_path):
     for name in ("intervals", "batches", *FACT_TABLES):
         files = {str(Path(u).relative_to(st.table_uri(name))) for u in st.delta(name).file_uris()}
         assert files and set(recorded(st, name)) == files, name
+
+
+def _tear_last_commit(log: Path) -> None:
+    last = max(log.glob("0*.json"))
+    data = last.read_bytes()
+    last.write_bytes(data[: len(data) // 2])
+
+
+def _lose_a_middle_commit(log: Path) -> None:
+    commits = sorted(log.glob("0*.json"))
+    assert len(commits) >= 3, "the corpus needs three commits for a gap"
+    commits[1].unlink()
+
+
+def _zero_the_checkpoint(log: Path) -> None:
+    from deltalake import DeltaTable
+
+    DeltaTable(str(log.parent)).create_checkpoint()
+    (checkpoint,) = log.glob("*.checkpoint.parquet")
+    checkpoint.write_bytes(bytes(checkpoint.stat().st_size))
+
+
+@pytest.mark.parametrize(
+    "table, damage, words",
+    [
+        ("function_stats", _tear_last_commit, "a commit file of its log is not valid JSON"),
+        ("intervals", _tear_last_commit, "a commit file of its log is not valid JSON"),
+        ("pyinstrument_frames", _lose_a_middle_commit, "its commit files jump from version 0 to 2"),
+        ("batches", _zero_the_checkpoint, "its checkpoint (in _delta_log) cannot be read"),
+    ],
+    ids=["torn-fact-commit", "torn-intervals-commit", "commit-gap", "zeroed-checkpoint"],
+)
+def test_a_damaged_log_is_named_by_every_command_and_repaired_from_what_the_store_and_sources_hold(tmp_path, table, damage, words):
+    src, store, clean = _setup(tmp_path)
+    assert _cli("ingest", str(src), "--store", str(store), "--full-refresh").returncode == 0  # a third commit
+    damage(store / table / "_delta_log")
+    found = _cli("check", "--store", str(store))
+    assert found.returncode == 1 and "Traceback" not in found.stderr
+    assert f"damage: damaged_log: table {table!r}: {words}" in found.stdout
+    reader = {"function_stats": ["fetch", "by-step", "0", "9"], "intervals": ["jobs"], "batches": ["batches"],
+              "pyinstrument_frames": ["fetch", "by-step", "0", "9", "--profiler", "pyinstrument"]}[table]
+    for command in (reader, ["ingest", str(src), "--full-refresh"]):
+        refused = _cli(*command, "--store", str(store))
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, (command, refused.stderr)
+        errors = [line for line in refused.stderr.splitlines() if line.startswith("proflake: error:")]
+        assert len(errors) == 1 and errors[0] == refused.stderr.strip().splitlines()[-1], refused.stderr
+        assert f"table {table!r} of the store at" in errors[0] and "proflake check" in errors[0], errors[0]
+        assert "ParsedLogPath" not in refused.stderr
+    out = _restored(store, clean)
+    assert f"repaired: damaged_log: table {table!r}" in out
+    kept = list((store / "_proflake" / "damaged").iterdir())
+    assert kept, "the damaged log was deleted, not set aside"
+    if damage is _zero_the_checkpoint:  # the commits held the whole log: nothing was re-parsed
+        assert "read from its commits" in out and "missing_table" not in out

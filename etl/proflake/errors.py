@@ -66,6 +66,16 @@ class StoreError(ProflakeError):
     """The store is missing, unreadable or not a proflake store."""
 
 
+class DamagedLogError(StoreError):
+    """A table's Delta transaction log cannot be read: a commit cut short or overwritten, commits
+    missing between two versions, an unreadable checkpoint. ``table`` names it, ``reason`` says what."""
+
+    def __init__(self, table: str, reason: str, message: str) -> None:
+        self.table = table
+        self.reason = reason
+        super().__init__(message)
+
+
 class ParseError(ProflakeError):
     """A stats file's contents are not a valid profile; ``kind`` names the failure for the error table."""
 

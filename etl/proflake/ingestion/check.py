@@ -2,7 +2,10 @@
 
 What is checked, each finding one line naming the damage and its remedy:
 
-* every table is there (a deleted table folder is damage, never silently recreated empty);
+* every table is there (a deleted table folder is damage, never silently recreated empty), and its
+  transaction log reads (a commit cut short, commits missing, an unreadable checkpoint: the table is
+  named; --repair sets a damaged checkpoint aside when the commits still hold the whole log, else sets
+  the table aside under ``_proflake/damaged/`` and restores it as a lost table);
 * every data file a table's Delta log references exists, its Parquet footer reads and its bytes are
   those its commit recorded (etl/proflake/store/checksums.py; on S3: exists, with the size the log records);
 * no batch was left unfinished by a killed run;
@@ -18,12 +21,14 @@ the sources ``batches`` recorded, or reports them as lost, never deleting their 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from proflake.errors import DamagedLogError, StoreError
 from proflake.ingestion.bookkeeping import has_table, missing_tables, repair, unfinished_batches
 from proflake.ingestion.findings import CheckReport, Finding
 from proflake.ingestion.restore import Plan, plan, reachable, settle
@@ -70,6 +75,19 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
     --repair has taken the damage out."""
     where = f"--store {store.location}"
     add = report.findings.append
+    damaged_logs = _damaged_logs(store)
+    for name, reason in damaged_logs.items():
+        if fix and _checkpoint_set_aside(store, name, reason):
+            add(Finding("damaged_log", f"table {name!r}: {reason}; its commits hold the whole log: the checkpoint "
+                        "was set aside (in _proflake/damaged/) and the table is read from its commits", True))
+            continue
+        first = "the checkpoint aside if the commits hold the whole log, else " if "checkpoint" in reason and not fix else ""
+        add(Finding("damaged_log", f"table {name!r}: {reason}; 'proflake check --repair {where}' sets {first}the table "
+                    "aside in _proflake/damaged/ (kept for a post-mortem) and restores it as a lost table", fix))
+        if fix:
+            _set_table_aside(store, name)
+    if damaged_logs and not fix:
+        return None  # what those tables hold is checked once --repair has set them aside and restored them
     lost_tables = []
     for name in ALL_TABLES:
         if has_table(store, name):
@@ -115,6 +133,73 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
     done = plan(store, report, lost_spans, lost_tables, fix=fix)
     done.rebuild_derived = rebuild_derived
     return done
+
+
+def _damaged_logs(store: Store) -> dict[str, str]:
+    """The tables whose Delta log cannot be read, each with what is wrong with it."""
+    damaged = {}
+    for name in ALL_TABLES:
+        if not store.is_remote and not has_table(store, name):
+            continue  # a missing table: reported as one
+        try:
+            store.delta(name)
+        except DamagedLogError as e:
+            damaged[name] = e.reason
+        except StoreError:
+            continue  # missing (on S3): reported as a missing table
+    return damaged
+
+
+def _aside_folder(store: Store, name: str) -> str:
+    return f"{store.root}/_proflake/damaged/{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+
+
+def _checkpoint_set_aside(store: Store, name: str, reason: str) -> bool:
+    """With only the checkpoint damaged and every commit from version 0 still there, move the checkpoint
+    files aside; True when the table then reads. (Local stores; on S3 the table is set aside whole.)"""
+    if store.is_remote or "checkpoint" not in reason:
+        return False
+    log = os.path.join(store.root, name, "_delta_log")
+    names = os.listdir(log)
+    commits = sorted(int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit())
+    if not commits or commits != list(range(commits[-1] + 1)):
+        return False
+    aside = _aside_folder(store, name) + "-checkpoint"
+    os.makedirs(aside, exist_ok=True)
+    moved = [n for n in names if n == "_last_checkpoint" or ".checkpoint." in n]
+    for n in moved:
+        os.replace(os.path.join(log, n), os.path.join(aside, n))
+    try:
+        store.delta(name).file_uris()
+        return True
+    except StoreError:
+        for n in moved:  # not the checkpoint alone: put it back, the table is set aside whole
+            os.replace(os.path.join(aside, n), os.path.join(log, n))
+        return False
+
+
+def _set_table_aside(store: Store, name: str) -> None:
+    """Move a table whose log is damaged out of the store, to ``_proflake/damaged/<name>-<UTC time>``:
+    the table is then missing and restored as such, and nothing it held is deleted."""
+    aside = _aside_folder(store, name)
+    if not store.is_remote:
+        os.makedirs(os.path.dirname(aside), exist_ok=True)
+        os.replace(os.path.join(store.root, name), aside)
+        return
+    from proflake.sources.settings import explain_client_error, split_s3_uri
+
+    bucket, prefix = split_s3_uri(store.table_uri(name) + "/")
+    _, aside_prefix = split_s3_uri(aside + "/")
+    assert store.s3 is not None  # a store on S3 has its S3 settings
+    client = store.s3.client()
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                key = obj["Key"]
+                client.copy_object(Bucket=bucket, Key=aside_prefix + key[len(prefix):], CopySource={"Bucket": bucket, "Key": key})
+                client.delete_object(Bucket=bucket, Key=key)
+    except Exception as e:  # botocore's errors, named by explain_client_error
+        raise explain_client_error(e, store.table_uri(name)) from e
 
 
 def _spans(store: Store, name: str, uris: set[str]) -> list[str]:

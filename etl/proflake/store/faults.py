@@ -115,3 +115,20 @@ def _delta(error: BaseException, full: str, where: str, config: S3Config | None)
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def log_damage(text: str) -> str | None:
+    """What a deltalake error says is wrong with a table's transaction log, in words; None when the
+    error is not about the log (a network fault, a permission: explained elsewhere)."""
+    if "Expected contiguous commit files" in text:
+        versions = re.findall(r"version: (\d+)", text)
+        between = f" from version {versions[0]} to {versions[1]}" if len(versions) >= 2 else ""
+        return f"its commit files jump{between}: the commits between are missing"
+    if "Checkpoint" in text or "checkpoint" in text or "Parquet error" in text:  # the log's Parquet: checkpoints
+        return "its checkpoint (in _delta_log) cannot be read"
+    if "Json error" in text or "JSON" in text or "EOF while parsing" in text:
+        return "a commit file of its log is not valid JSON (cut short or overwritten)"
+    if text.startswith(("Kernel error", "Generic delta kernel error", "Invalid table version")):
+        first = text.splitlines()[0].removeprefix("Kernel error: ")
+        return f"its log is damaged ({first[:160]})"
+    return None

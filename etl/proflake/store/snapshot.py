@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from proflake.errors import StaleSnapshotError, StoreError
+from proflake.errors import DamagedLogError, StaleSnapshotError, StoreError
 from proflake.schema import ALL_TABLES, BOOKKEEPING_TABLES, DERIVED_TABLES, empty_select, missing_columns_select
 from proflake.sql import connect, in_utc, without_comments
 
@@ -222,6 +222,10 @@ class Snapshot:
             return None
         try:
             return self.store.delta(name, version)
+        except DamagedLogError as e:
+            if version is None or self.store.is_remote or os.path.exists(_commit_file(self.store.table_uri(name), version)):
+                raise  # the log is damaged: named by the error
+            raise StaleSnapshotError(f"table {name!r} changed past version {version}") from e
         except StoreError:
             if name not in DERIVED_TABLES:
                 raise

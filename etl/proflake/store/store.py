@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from proflake.errors import ProflakeError, StoreError
+from proflake.errors import DamagedLogError, ProflakeError, StoreError
 from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
 from proflake.sql import connect
+from proflake.store.faults import log_damage
 from proflake.store.location import default_store_location, missing_store_hint
 from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_view, raw_view, sql_string
 
@@ -186,7 +187,7 @@ class Store:
     def delta(self, name: str, version: int | None = None) -> DeltaTable:
         """The Delta table ``name``, at ``version`` (None: the newest)."""
         from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
+        from deltalake.exceptions import DeltaError, TableNotFoundError
 
         try:
             return DeltaTable(self.table_uri(name), version=version, storage_options=self.storage_options)
@@ -195,6 +196,14 @@ class Store:
                 f"table {name!r} is missing from the store at {self.location!r}; run 'proflake check --store "
                 f"{self.location}' (and --repair to rebuild what can be)"
             ) from e
+        except DeltaError as e:
+            reason = log_damage(str(e))
+            if reason is None:
+                raise
+            raise DamagedLogError(name, reason, (
+                f"table {name!r} of the store at {self.location!r} cannot be read: {reason}; run 'proflake check "
+                f"--store {self.location}' (--repair sets the damaged table aside and rebuilds it)"
+            )) from None
 
     # -- writing --------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -375,3 +384,4 @@ def allowed_directories(store: Store) -> list[str]:
     if store.is_remote:
         return []
     return [f"{store.root}/{name}/" for name in ALL_TABLES]
+
