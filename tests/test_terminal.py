@@ -375,3 +375,47 @@ def test_an_unquoted_star_expanded_by_the_shell_is_named(legacy_store, tmp_path,
     assert one.exit_code == ExitCode.USAGE and "quote it: '*'" in one.stderr
     quoted = runner.invoke(cli, ["fetch", "by-step", "2", "*", "--store", legacy_store, "--format", "csv"])
     assert quoted.exit_code == 0 and len(quoted.stdout.splitlines()) > 1
+
+
+# -- hints that fit, and a listing that keeps its time column ----------------------------------------------
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_the_hints_under_a_fetch_table_fit_the_terminal(terminal, legacy_store, width):
+    result = terminal(["fetch", "pre-step-zero", "--store", legacy_store, "--columns", "function,tottime,cumtime,"
+                       "total_calls,primitive_calls,filename,lineno,function_name"], width)
+    assert result.exit_code == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= width
+    assert max(len(line) for line in result.stderr.splitlines()) <= width
+    said = " ".join(line.strip() for line in result.stderr.splitlines())
+    assert f"… {PRE_STEP_ZERO - 20:,} more row(s) not shown (the first 20); --top N to show more" in said
+    assert "left out to fit" in said and "--columns all for every one" in said
+    nothing = terminal(["fetch", "by-step", "900", "--store", legacy_store], width)
+    assert nothing.stderr.strip() and max(len(line) for line in nothing.stderr.splitlines()) <= width
+
+
+@pytest.mark.parametrize("width", [80, 100, 140])
+def test_a_listing_keeps_its_time_column_at_any_width(terminal, legacy_store, width):
+    """Columns go by importance, not from the right: start_time (the only time column), then where and
+    which step stay longest; what is left out is named, and what stays keeps the listing's order."""
+    from proflake.render.columns import DEFAULT_COLUMNS, PRIORITY
+
+    result = terminal(["list", "--store", legacy_store], width)
+    assert result.exit_code == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= width
+    assert max(len(line) for line in result.stderr.splitlines()) <= width
+    order = [c for c in DEFAULT_COLUMNS["list"] if c not in ("job_id", "profiler")]  # said once: every row
+    said = " ".join(line.strip() for line in result.stderr.splitlines())
+    found = re.search(r"left out to fit \d+ characters: ([a-z_, ]+);", said)
+    left_out = found.group(1).split(", ") if found else []
+    shown = [c for c in order if c not in left_out]
+    assert "start_time" in shown and "node_id" in shown and "start_step" in shown
+    header, body = split_table(result.stdout)
+    assert "time" in header and all(re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", line) for line in body)
+    if left_out:
+        assert left_out == [c for c in order if c in left_out]  # named in the listing's order
+        # ... the least important, by the stated priority: nothing kept is less important than what went
+        rank = {c: i for i, c in enumerate(PRIORITY["list"])}
+        assert max(rank[c] for c in shown) < min(rank[c] for c in left_out)
+    else:
+        assert "left out" not in said
+    if width == 80:
+        assert left_out  # the 80-column terminal cannot hold the whole listing: the time column still stays

@@ -33,6 +33,16 @@ def say(message: str) -> None:
     click.echo(printable(message, keep_newlines=True), err=True)
 
 
+def say_fitted(message: str) -> None:
+    """``say``, wrapped to the terminal's width when stdout is a terminal (the hints under a table)."""
+    width = terminal_width()
+    if width is not None:
+        from proflake.render.terminal import fit_message
+
+        message = fit_message(message, width)
+    say(message)
+
+
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
@@ -98,20 +108,21 @@ def _emit_terminal(
 ) -> None:
     from proflake.render.columns import (
         DEFAULT_COLUMNS,
+        PRIORITY,
         TERMINAL_ROWS,
         choose_columns,
         constant_context,
         limit_rows,
     )
-    from proflake.render.terminal import draw, draw_errors
+    from proflake.render.terminal import draw, draw_errors, fit_message
 
     if kind == "errors" and requested is None and "message" in table.column_names:
         shown, omitted_errors = limit_rows(table, TERMINAL_ROWS, ()) if limit else (table, 0)
         sys.stdout.write(draw_errors(shown, width))
         sys.stdout.flush()
         if omitted_errors:
-            say(f"… {omitted_errors:,} more file(s) not shown (the first {TERMINAL_ROWS}); "
-                "--format csv|json, --output FILE or a pipe for every row")
+            say(fit_message(f"… {omitted_errors:,} more file(s) not shown (the first {TERMINAL_ROWS}); "
+                            "--format csv|json, --output FILE or a pipe for every row", width))
         return
     table = choose_columns(table, requested, DEFAULT_COLUMNS.get(kind or ""))
     same: dict[str, object] = {}
@@ -120,18 +131,19 @@ def _emit_terminal(
     omitted = 0
     if limit:
         table, omitted = limit_rows(table, TERMINAL_ROWS, group_by)
-    drawn = draw(table, width, color="NO_COLOR" not in os.environ)
+    drawn = draw(table, width, color="NO_COLOR" not in os.environ, priority=PRIORITY.get(kind or "", ()))
     sys.stdout.write(drawn.text)
     sys.stdout.flush()
     if same:
-        say("every row: " + ", ".join(f"{name} {value}" for name, value in same.items()))
+        say(fit_message("every row: " + ", ".join(f"{name} {value}" for name, value in same.items()), width))
     if omitted:
         per = " per group" if group_by else ""
         more = "--top N to show more, or " if kind in ("cprofile", "pyinstrument") else ""
-        say(f"… {omitted:,} more row(s) not shown (the first {TERMINAL_ROWS}{per}); "
-            f"{more}--format csv|json, --output FILE or a pipe for every row")
+        say(fit_message(f"… {omitted:,} more row(s) not shown (the first {TERMINAL_ROWS}{per}); "
+                        f"{more}--format csv|json, --output FILE or a pipe for every row", width))
     if drawn.dropped:
-        say(f"left out to fit {width} characters: {', '.join(drawn.dropped)}; --columns to choose, --columns all for every one")
+        say(fit_message(f"left out to fit {width} characters: {', '.join(drawn.dropped)}; "
+                        "--columns to choose, --columns all for every one", width))
 
 
 # -- shared options ----------------------------------------------------------------------------------

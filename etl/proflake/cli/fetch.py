@@ -13,6 +13,7 @@ from proflake.cli.common import (
     limit_options,
     output_options,
     say,
+    say_fitted,
     scope_options,
     store_option,
 )
@@ -54,8 +55,8 @@ def _run_fetch(method: str, options: dict[str, Any], **arguments: Any) -> None:
     result = profiles.fetch(method, **options, callers=bool(prof), **arguments)
     if result.empty:
         scope = {k: options[k] for k in ("job", "all_jobs", "node")}
-        say(f"no {result.profiler} intervals matched {method.replace('_', '-')}; "
-            f"{what_exists(profiles, profiler=result.profiler, **scope)}")
+        say_fitted(f"no {result.profiler} intervals matched {method.replace('_', '-')}; "
+                   f"{what_exists(profiles, profiler=result.profiler, **scope)}")
     elif method == "by_job_phase" and "training_loop" not in {g[-1] for g in result.groups()}:
         say("job phase training_loop: no intervals")
     if prof:

@@ -31,6 +31,16 @@ DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Which columns a terminal keeps longest when not all fit, most important first (the others go first, from
+# the right). A listing keeps what tells intervals apart: when (its only time column), where, which step.
+PRIORITY: dict[str, tuple[str, ...]] = {
+    "list": (
+        "start_time", "node_id", "start_step", "start_mode", "duration_s", "job_id", "end_step", "profiler",
+        "end_mode", "function_count", "start_phase", "end_phase",
+    ),
+}
+
+
 def parse_columns(text: str | None) -> list[str] | None:
     """``--columns a,b,c`` as a list; ``all`` as ``["all"]``; nothing as None."""
     if text is None:

@@ -4,13 +4,15 @@ Times in seconds get a unit and three significant digits (``1.04 s``, ``3.73 ms`
 are grouped (``2,722``), timestamps are ISO 8601 in UTC with the offset, to the millisecond. When the
 natural widths do not fit, the widest text columns (the function, a path) are shortened in the middle,
 keeping the end (file, line and function name), down to MIN_TEXT characters; columns that still do not
-fit are left out from the right and named. ``rich`` draws the table; it is imported only here.
+fit are left out, the least important first (``priority`` names the most important first; by default the
+table's order, so from the right), and named. Messages under a table are wrapped to the width. ``rich`` draws the table; it is imported only here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -42,8 +44,10 @@ class TerminalTable:
     dropped: list[str] = field(default_factory=list)  # columns that did not fit, in table order
 
 
-def draw(table: pa.Table, width: int, *, color: bool = False) -> TerminalTable:
-    """``table`` drawn to fit ``width`` characters (every line at most that long)."""
+def draw(table: pa.Table, width: int, *, color: bool = False, priority: Sequence[str] = ()) -> TerminalTable:
+    """``table`` drawn to fit ``width`` characters (every line at most that long). Columns that do not fit
+    are left out by importance: those named in ``priority`` (most important first) stay before the others,
+    which go from the right; what stays keeps the table's order."""
     import pyarrow as pa
 
     names = list(table.column_names)
@@ -73,12 +77,22 @@ def draw(table: pa.Table, width: int, *, color: bool = False) -> TerminalTable:
             break
         widest = max(shrinkable, key=lambda i: widths[i])
         widths[widest] = max(MIN_TEXT, widths[widest] - (total() - width))
-    # 3. Columns that still do not fit are left out, from the right (the first column always stays).
+    # 3. Columns that still do not fit are left out, the least important first (the most important stays).
+    rank = {name: i for i, name in enumerate(priority)}
+    importance = sorted(range(len(names)), key=lambda i: (rank.get(names[i], len(rank)), i))
     keep = list(range(len(names)))
-    dropped: list[str] = []
     while len(keep) > 1 and sum(widths[i] for i in keep) + GAP * (len(keep) - 1) > width:
-        dropped.insert(0, names[keep.pop()])
+        keep.remove(importance.pop())
+    dropped = [n for i, n in enumerate(names) if i not in keep]
     return TerminalTable(_draw(keep, headers, cells, widths, numeric, width, color), dropped)
+
+
+def fit_message(text: str, width: int) -> str:
+    """A message for under a table, wrapped at spaces to ``width`` characters (lines after the first
+    indented by two), so that no line is wider than the terminal."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=max(MIN_TEXT, width), subsequent_indent="  ", break_on_hyphens=False)) or text
 
 
 def _draw(keep, headers, cells, widths, numeric, width: int, color: bool) -> str:

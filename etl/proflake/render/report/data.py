@@ -208,16 +208,16 @@ def _steps(result: FetchResult) -> dict[str, Any]:
             }
         )
     medians = {(s["mode"], s["step"]): s["median"] for s in skew}
-    slowest: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    marked: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in sorted(rows, key=lambda r: (-r["wall_seconds"], r["step"], r["node_id"])):
-        if len(slowest[r["mode"]]) < SLOWEST_STEPS:
-            slowest[r["mode"]].append(
+        if len(marked[r["mode"]]) < SLOWEST_STEPS:
+            marked[r["mode"]].append(
                 {"node_id": r["node_id"], "step": r["step"], "wall": r["wall_seconds"], "median": medians[(r["mode"], r["step"])]}
             )
     return {
         "rows": [[r["node_id"], r["mode"], r["step"], r["wall_seconds"], r["start_time_us"]] for r in rows],
         "skew": skew,
-        "slowest": dict(slowest),
+        "slowest": dict(marked),
     }
 
 
