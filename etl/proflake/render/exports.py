@@ -6,7 +6,8 @@
                 Pyroscope; the counts are own microseconds
     prof        a pstats file (``pstats.Stats(path)``, snakeviz, tuna); cProfile results only
 
-Stacks come from ``proflake.render.stacks``: exact for pyinstrument, derived from caller edges for cProfile.
+Stacks come from ``proflake.render.stacks``, the report's and the diff page's tree: exact for pyinstrument;
+for cProfile derived from the caller edges, rooted at the functions nothing called, recursion folded.
 """
 
 from __future__ import annotations

@@ -1,12 +1,24 @@
 """Call stacks of a fetch result, for flame graphs and the exports (speedscope, collapsed stacks).
 
 pyinstrument results are exact: the selected call trees merged by call path (queries/call_tree.sql).
-cProfile records no stacks, only caller -> callee edges, so its tree is *derived*, as snakeviz does: a
-root is a function nothing called; below a node for function f holding ``v`` of f's cumulative time
-``ct(f)``, each callee g gets the edge's cumulative time scaled by ``v / ct(f)`` (the calls of f on this
-path are assumed to cost what f's calls cost on average), and a callee already on the path is not
-followed again (recursion). Any own time of a function the tree does not reach is added back as a stack
-of that function alone, so every function's own time, and the total, equal the aggregate's exactly.
+cProfile records no stacks, only caller -> callee edges, so its tree is *derived*, as gprof and gprof2dot
+do it:
+
+- each recursive cycle (a strongly connected component of the call graph: fib calling fib, is_even and
+  is_odd calling each other) is one component, drawn once per path: the function it was entered by, and
+  below it the cycle's other functions, each once (under its callers nearer the entry, shared by their
+  edges' cumulative time); self-calls are not followed;
+- a component's time is its own time plus what it passes to the components it calls: each callee
+  component's time is shared among its incoming edges by the edges' cumulative times (cProfile counts an
+  edge's cumulative time only at its outermost call, so a cycle's re-entries are never counted twice);
+  time a function spent in calls that have no recorded caller (a profile started inside its caller) goes
+  to its callers the same way, never to a block of its own at the top;
+- the roots are the components no other component calls: the functions nothing called, and recursive
+  cycles entered from outside the profile (``CallTree.rooted_at``).
+
+Every function's own time, and the total, equal the aggregate's exactly. A function called from one call
+path only (one caller, itself called from one path, up to a root) is placed exactly; the rest is placed
+by the average-cost assumption, and ``CallTree.estimated`` says how much of the time that is.
 
 Trees are expanded best first (the largest node next) up to a budget of nodes; what is left out is
 folded into one "other" node per parent holding the left-out total, so a flame graph of a 10,000-file job
@@ -23,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+from proflake.numbers import percent
 
 if TYPE_CHECKING:
     from proflake.query.profiles import FetchResult
@@ -41,14 +55,41 @@ class Node:
     own: float  # own (self) seconds on this path
     children: list[Node] = field(default_factory=list)
     folded: int = 0  # for an OTHER node: how many nodes it stands for
+    estimated: bool = False  # cProfile: the function has more than one call path, so this one is apportioned
 
 
 @dataclass
 class CallTree:
+    """A call tree under one "all" root, with what it is made of: ``exact`` (pyinstrument) or derived from
+    cProfile's caller edges, and then ``estimated``: the seconds of own time placed on apportioned paths."""
+
     root: Node
     exact: bool  # False: derived from cProfile caller edges
     nodes: int  # nodes in the tree (OTHER nodes included)
     total: float  # seconds at the root
+    estimated: float = 0.0  # own seconds whose call path is apportioned, not recorded (0 when exact)
+    rooted_at: tuple[str, ...] = ()  # roots whose function has callers: recursive cycles entered from outside
+    true_roots: int = 0  # roots that are functions nothing called
+    best_caller: dict[Key, Key] = field(default_factory=dict, repr=False)  # cProfile: each callee's largest caller
+
+    @property
+    def estimated_share(self) -> float:
+        """The share of the total placed by estimate (0 for an exact tree)."""
+        return self.estimated / self.total if self.total > 0 else 0.0
+
+    @property
+    def note(self) -> str:
+        """One sentence for the page: how the tree was made and how much of it is an estimate."""
+        if self.exact:
+            return "pyinstrument records stacks: every frame is as recorded."
+        note = f"cProfile records callers, not stacks: {percent(self.estimated_share, sign=False)} of the time is placed by estimate."
+        if self.rooted_at:
+            cycles = ", ".join(self.rooted_at[:3]) + (f" and {len(self.rooted_at) - 3} more" if len(self.rooted_at) > 3 else "")
+            if self.true_roots:
+                note += f" Recursive cycles entered from outside the profile are roots too: {cycles}."
+            else:
+                note += f" No function is without callers (the profile started inside a call): the tree starts at the recursive cycles of {cycles}."
+        return note
 
 
 def unrolled(result: FetchResult) -> dict[str, Any]:
@@ -91,21 +132,27 @@ def call_tree(
     rollups = rollups or Rollups(result)
     if result.profiler == "pyinstrument":
         expand, roots = _pyinstrument_source(rollups)
-        exact = True
+        graph = None
     else:
-        expand, roots = _cprofile_source(rollups)
-        exact = False
+        graph = _CallGraph.of(rollups)
+        expand, roots = graph.expand, graph.roots()
     total = sum(r.value for r in roots)
     root = Node(("", 0, "all"), "all", total, 0.0, [])
     count = _expand_best_first(root, roots, expand, budget, floor * total)
-    return CallTree(root, exact, count, total)
+    if graph is None:
+        return CallTree(root, True, count, total)
+    return CallTree(
+        root, False, count, total, graph.estimated(), graph.rooted_at(), graph.true_roots(), graph.best_caller()
+    )
 
 
 def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key], list[str], list[tuple[tuple[int, ...], float]]]:
     """Every stack with its own seconds: (frame keys, frame names, [(frame indexes root first, seconds)]).
 
-    The own seconds add up to the selection's total own time; per function, to its own time (cProfile:
-    tottime; pyinstrument: self_time), whatever the budget (see the module docstring).
+    The stacks are ``call_tree``'s paths. The own seconds add up to the selection's total own time; per
+    function, to its own time (cProfile: tottime; pyinstrument: self_time), whatever the budget: what a
+    pruned tree folded away goes to the function's drawn stacks in proportion, or, for a function the
+    tree no longer reaches, below the drawn path of its largest caller.
     """
     rollups = Rollups(result)
     tree = call_tree(result, budget, rollups)
@@ -113,12 +160,12 @@ def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key],
     names: list[str] = []
     out: list[tuple[tuple[int, ...], float]] = []
     placed: dict[Key, float] = defaultdict(float)
+    widest: dict[Key, tuple[float, tuple[int, ...]]] = {}  # each function's largest drawn node: (value, path)
 
-    def frame(node: Node) -> int:
-        key = node.key
+    def frame(key: Key, name: str) -> int:
         if key not in index:
             index[key] = len(names)
-            names.append(node.name)
+            names.append(name)
         return index[key]
 
     leaf: list[Key] = []  # the function each stack of ``out`` ends in
@@ -129,26 +176,29 @@ def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key],
         node, path = pending.pop()
         if node.name == OTHER:
             continue  # its own times come back below, function by function
-        here = (*path, frame(node))
+        here = (*path, frame(node.key, node.name))
         placed[node.key] += node.own
+        if node.value > widest.get(node.key, (-1.0, ()))[0]:
+            widest[node.key] = (node.value, here)
         if node.own > 0:
             out.append((here, node.own))
             leaf.append(node.key)
         pending.extend((child, here) for child in reversed(node.children))
-    # Make each function's own time exact: a derived tree can place more than a function's own time
-    # (its stacks are scaled down) or less, and a pruned one less (the rest is one stack of the
-    # function alone).
+    # Make each function's own time exact where the tree was pruned (or rounding moved it): scale the
+    # function's stacks to its own time, or, when none is drawn, hang it below its callers' drawn path.
     own_of = {key: (name, own) for key, name, own in _own_times(rollups)}
-    shrink = {k: own_of[k][1] / p for k, p in placed.items() if k in own_of and p > own_of[k][1] and p > 0}
-    if shrink:
-        out = [(path, w * shrink.get(k, 1.0)) for (path, w), k in zip(out, leaf)]
-    for key, (name, own) in own_of.items():
-        missing = own - min(placed.get(key, 0.0), own)
-        if missing > 1e-12 * max(1.0, own):
-            if key not in index:
-                index[key] = len(names)
-                names.append(name)
-            out.append(((index[key],), missing))
+    scale = {k: own_of[k][1] / p for k, p in placed.items() if k in own_of and p > 0}
+    out = [(path, w * scale.get(k, 1.0)) for (path, w), k in zip(out, leaf)]
+    for key, (_, own) in own_of.items():
+        if placed.get(key, 0.0) > 0 or own <= 1e-12:
+            continue
+        chain = [key]  # the function, then its largest caller, and so on up to a drawn one or a root
+        while chain[-1] not in widest and chain[-1] in tree.best_caller and tree.best_caller[chain[-1]] not in chain:
+            chain.append(tree.best_caller[chain[-1]])
+        top = chain.pop() if chain[-1] in widest else None
+        path = widest[top][1] if top is not None else ()
+        path = (*path, *(frame(k, own_of[k][0] if k in own_of else _label(k)) for k in reversed(chain)))
+        out.append((path, own))
     keys = [k for k, _ in sorted(index.items(), key=lambda kv: kv[1])]
     return keys, names, out
 
@@ -259,45 +309,240 @@ def _pyinstrument_source(rollups: Rollups) -> tuple[Expand, list[Node]]:
     return expand, roots
 
 
-def _cprofile_source(rollups: Rollups) -> tuple[Expand, list[Node]]:
-    functions = rollups.get("rollup_cprofile")
-    edges = rollups.get("rollup_callers")
-    keys = _keys(functions)
-    names = dict(zip(keys, functions["function"].to_pylist()))
-    cumtime = dict(zip(keys, functions["cumtime"].to_pylist()))
-    tottime = dict(zip(keys, functions["tottime"].to_pylist()))
-    callees: dict[Key, list[tuple[Key, float, float]]] = defaultdict(list)
-    called: set[Key] = set()
-    for callee, caller, ct, tt in zip(
-        _keys(edges), _keys(edges, "caller_"), edges["cumtime"].to_pylist(), edges["tottime"].to_pylist()
-    ):
-        if callee == caller:
-            continue  # a direct recursive edge: its time is inside the callee's own cumulative time
-        callees[caller].append((callee, ct, tt))
-        called.add(callee)
-    roots = [Node(k, names[k], cumtime[k], tottime[k]) for k in keys if k not in called]
-    if not roots and keys:  # every function has a caller (a cycle at the top): start from the largest
-        top = max(keys, key=lambda k: cumtime[k])
-        roots = [Node(top, names[top], cumtime[top], tottime[top])]
+def _shares(weights: list[float], calls: list[int]) -> list[float]:
+    """Each item's share of the whole, by ``weights`` (cumulative seconds), else by calls, else equally."""
+    for values in (weights, calls):
+        whole = float(sum(values))
+        if whole > 0:
+            return [v / whole for v in values]
+    return [1.0 / len(weights)] * len(weights)
 
-    def expand(node: Node, path: tuple[Key, ...]) -> list[Node]:
-        full = cumtime.get(node.key, 0.0)
-        scale = node.value / full if full > 0 else 0.0
-        children = [
-            Node(g, names.get(g) or _label(g), ct * scale, tt * scale)
-            for g, ct, tt in callees.get(node.key, ())
-            if g not in path and ct * scale > 0
-        ]
-        room = max(node.value - node.own, 0.0)
-        inside = sum(c.value for c in children)
-        if inside > room > 0:  # rounding or recursion made the callees outgrow their caller: shrink them
-            shrink = room / inside
-            for c in children:
-                c.value *= shrink
-                c.own *= shrink
+
+@dataclass
+class _Entry:
+    """A recursive cycle as drawn when entered by one of its functions: its other functions each once."""
+
+    below: dict[int, list[tuple[int, float]]]  # function -> [(function drawn below it, share)]
+    inclusive: dict[int, float]  # function -> its seconds with what is drawn below it (times 1)
+
+
+class _CallGraph:
+    """A cProfile aggregate's call graph with each recursive cycle condensed to one component (Tarjan),
+    and the seconds each component passes down each edge (see the module docstring)."""
+
+    def __init__(self, keys: list[Key], names: list[str], own: list[float], cumtime: list[float],
+                 edges: list[tuple[int, int, float, int]]) -> None:
+        self.keys, self.names, self.own, self.cumtime = keys, names, own, cumtime
+        self.edges = edges  # (caller, callee, cumtime, calls), self-calls left out
+        n = len(keys)
+        self.callees: list[list[int]] = [[] for _ in range(n)]  # edge indexes out of each function
+        self.callers: list[list[int]] = [[] for _ in range(n)]
+        for e, (caller, callee, _, _) in enumerate(edges):
+            self.callees[caller].append(e)
+            self.callers[callee].append(e)
+        self.component, self.members = self._components()
+        comp = self.component
+        self.entering: list[list[int]] = [[] for _ in self.members]  # edges into each component from outside
+        for e, (caller, callee, _, _) in enumerate(edges):
+            if comp[caller] != comp[callee]:
+                self.entering[comp[callee]].append(e)
+        self.share = [0.0] * len(edges)  # an entering edge's share of its callee component's seconds
+        for entering in self.entering:
+            if entering:
+                for e, s in zip(entering, _shares([edges[e][2] for e in entering], [edges[e][3] for e in entering])):
+                    self.share[e] = s
+        # Seconds, callees first (Tarjan finds a component after every component it calls).
+        self.seconds = [0.0] * len(self.members)  # each component's inclusive seconds
+        self.flow = [0.0] * len(edges)  # seconds passed down each edge that leaves a component
+        self.local = list(own)  # a function's own seconds and what it passes out of its component
+        for c, members in enumerate(self.members):
+            for f in members:
+                for e in self.callees[f]:
+                    d = comp[edges[e][1]]
+                    if d != c:
+                        self.flow[e] = self.seconds[d] * self.share[e]
+                        self.local[f] += self.flow[e]
+            self.seconds[c] = sum(self.local[f] for f in members)
+        self._entries: dict[tuple[int, int], _Entry] = {}
+        self._node_of: dict[int, tuple[int, int, int, float]] = {}  # id(node) -> (component, entry, function, scale)
+        self._exact = self._exactness()
+
+    @classmethod
+    def of(cls, rollups: Rollups) -> _CallGraph:
+        functions = rollups.get("rollup_cprofile")
+        edges = rollups.get("rollup_callers")
+        keys = _keys(functions)
+        index = {k: i for i, k in enumerate(keys)}
+        names = functions["function"].to_pylist()
+        own = [float(v) for v in functions["tottime"].to_pylist()]
+        cumtime = [float(v) for v in functions["cumtime"].to_pylist()]
+        rows: list[tuple[int, int, float, int]] = []
+        for callee, caller, ct, calls in zip(
+            _keys(edges), _keys(edges, "caller_"), edges["cumtime"].to_pylist(), edges["total_calls"].to_pylist()
+        ):
+            if callee == caller:
+                continue  # a direct recursive call: its time is inside the callee's own cumulative time
+            for k in (callee, caller):
+                if k not in index:  # an edge's end without a row of its own (no time of its own)
+                    index[k] = len(keys)
+                    keys.append(k)
+                    names.append(_label(k))
+                    own.append(0.0)
+                    cumtime.append(0.0)
+            rows.append((index[caller], index[callee], float(ct), int(calls)))
+        return cls(keys, names, own, cumtime, rows)
+
+    def _components(self) -> tuple[list[int], list[list[int]]]:
+        """Tarjan's strongly connected components, iteratively; components in reverse topological order."""
+        n = len(self.keys)
+        order, low = [-1] * n, [0] * n
+        component = [-1] * n
+        members: list[list[int]] = []
+        stack: list[int] = []
+        on_stack = [False] * n
+        counter = 0
+        for start in range(n):
+            if order[start] >= 0:
+                continue
+            work = [(start, 0)]
+            while work:
+                v, i = work.pop()
+                if i == 0:
+                    order[v] = low[v] = counter
+                    counter += 1
+                    stack.append(v)
+                    on_stack[v] = True
+                callees = self.callees[v]
+                while i < len(callees):
+                    w = self.edges[callees[i]][1]
+                    i += 1
+                    if order[w] < 0:
+                        work.append((v, i))
+                        work.append((w, 0))
+                        break
+                    if on_stack[w]:
+                        low[v] = min(low[v], order[w])
+                else:
+                    if low[v] == order[v]:
+                        group = []
+                        while True:
+                            w = stack.pop()
+                            on_stack[w] = False
+                            component[w] = len(members)
+                            group.append(w)
+                            if w == v:
+                                break
+                        members.append(sorted(group, key=lambda f: self.keys[f]))
+                    if work:
+                        u = work[-1][0]
+                        low[u] = min(low[u], low[v])
+        return component, members
+
+    def _entry(self, c: int, g: int) -> _Entry:
+        """Component ``c`` as drawn when entered by function ``g``: a function of the cycle called by one
+        function of it only is drawn below that one (all its time is inside that caller's calls); one
+        with several callers in the cycle is drawn below the entry (all its time is inside the entry's)."""
+        if (c, g) in self._entries:
+            return self._entries[(c, g)]
+        edges = self.edges
+        parent: dict[int, int] = {}
+        for h in self.members[self.component[g]]:
+            if h != g:
+                inner = [edges[e][0] for e in self.callers[h] if self.component[edges[e][0]] == c]
+                parent[h] = inner[0] if len(inner) == 1 else g
+        below: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        for h, p in parent.items():
+            below[p].append((h, 1.0))
+        order = [g]  # depth first from the entry; every function of the cycle is reached (it is strongly connected)
+        for f in order:
+            order.extend(h for h, _ in below.get(f, ()))
+        inclusive: dict[int, float] = {}
+        for f in reversed(order):
+            inclusive[f] = self.local[f] + sum(s * inclusive[h] for h, s in below.get(f, ()))
+        self._entries[(c, g)] = entry = _Entry(dict(below), inclusive)
+        return entry
+
+    def _exactness(self) -> list[bool]:
+        """Per function: is its every second on one known call path? A root's functions are; below, a
+        function is when its component is entered by one edge from an exact function and (a function on
+        its own) that edge carries all its cumulative time, or (in a cycle) it is the entry or has one
+        caller, itself exact."""
+        exact = [False] * len(self.keys)
+        edges = self.edges
+        for c in reversed(range(len(self.members))):  # callers first
+            entering = self.entering[c]
+            if not entering:
+                g = self._root_entry(c)
+            elif len(entering) == 1 and exact[edges[entering[0]][0]]:
+                g = edges[entering[0]][1]
+                if len(self.members[c]) == 1:
+                    ct = edges[entering[0]][2]
+                    if ct < self.cumtime[g] * (1 - 1e-9) - 1e-12:
+                        continue  # part of its time had no recorded caller: apportioned to this one
+            else:
+                continue
+            exact[g] = True
+            below = self._entry(c, g).below
+            pending = [g]
+            while pending:
+                f = pending.pop()
+                for h, _ in below.get(f, ()):
+                    if len(self.callers[h]) == 1 and exact[f] and not exact[h]:
+                        exact[h] = True
+                        pending.append(h)
+        return exact
+
+    def _root_entry(self, c: int) -> int:
+        """The function a root component is drawn from: the one nothing called, or a cycle's largest."""
+        return max(self.members[c], key=lambda f: (self.cumtime[f], -len(self.callers[f])))
+
+    def _node(self, c: int, g: int, f: int, scale: float, value: float) -> Node:
+        node = Node(self.keys[f], self.names[f], value, scale * self.own[f], estimated=not self._exact[f])
+        self._node_of[id(node)] = (c, g, f, scale)
+        return node
+
+    def roots(self) -> list[Node]:
+        out = []
+        for c in range(len(self.members)):
+            if not self.entering[c] and self.seconds[c] > 0:
+                g = self._root_entry(c)
+                out.append(self._node(c, g, g, 1.0, self.seconds[c]))
+        return out
+
+    def expand(self, node: Node, _path: tuple[Key, ...]) -> list[Node]:
+        c, g, f, scale = self._node_of[id(node)]
+        children = []
+        for e in self.callees[f]:
+            h = self.edges[e][1]
+            d = self.component[h]
+            value = scale * self.flow[e]
+            if d != c and value > 0:
+                children.append(self._node(d, h, h, value / self.seconds[d], value))
+        for h, s in self._entry(c, g).below.get(f, ()):
+            value = scale * s * self._entry(c, g).inclusive[h]
+            if value > 0:
+                children.append(self._node(c, g, h, scale * s, value))
         return children
 
-    return expand, roots
+    def estimated(self) -> float:
+        return sum(o for o, exact in zip(self.own, self._exact) if not exact)
+
+    def true_roots(self) -> int:
+        return sum(1 for c, m in enumerate(self.members) if not self.entering[c] and len(m) == 1 and not self.callers[m[0]])
+
+    def rooted_at(self) -> tuple[str, ...]:
+        """The roots that have callers: recursive cycles entered from outside the profile, largest first."""
+        cycles = [c for c, m in enumerate(self.members) if not self.entering[c] and (len(m) > 1 or self.callers[m[0]])]
+        cycles.sort(key=lambda c: -self.seconds[c])
+        return tuple(self.names[self._root_entry(c)] for c in cycles if self.seconds[c] > 0)
+
+    def best_caller(self) -> dict[Key, Key]:
+        out = {}
+        for f, callers in enumerate(self.callers):
+            if callers:
+                e = max(callers, key=lambda e: (self.edges[e][2], self.edges[e][3]))
+                out[self.keys[f]] = self.keys[self.edges[e][0]]
+        return out
 
 
 def _label(key: Key) -> str:

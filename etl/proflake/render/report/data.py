@@ -161,8 +161,13 @@ def _edges(edges: pa.Table, functions: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _flame(result: FetchResult, budget: int, rollups: Rollups) -> dict[str, Any]:
+    """The flame graph's frames in pre-order (the tree of render/stacks.py, as the exports draw it), with
+    how the tree was made: ``exact``, ``estimated`` (the share of the time placed by estimate) and ``note``,
+    the sentence the page shows beside it."""
     tree = call_tree(result, budget, rollups)
-    out: dict[str, list] = {"name": [], "label": [], "file": [], "value": [], "own": [], "depth": [], "folded": []}
+    out: dict[str, list] = {
+        "name": [], "label": [], "file": [], "value": [], "own": [], "depth": [], "folded": [], "estimated": []
+    }
 
     def visit(node: Node, depth: int) -> None:
         stack = [(node, depth)]
@@ -178,10 +183,20 @@ def _flame(result: FetchResult, budget: int, rollups: Rollups) -> dict[str, Any]
             out["own"].append(n.own)
             out["depth"].append(d)
             out["folded"].append(n.folded)
+            out["estimated"].append(n.estimated)
             stack.extend((c, d + 1) for c in reversed(n.children))
 
     visit(tree.root, 0)
-    return {**out, "exact": tree.exact, "nodes": tree.nodes, "total": tree.total, "budget": budget}
+    return {
+        **out,
+        "exact": tree.exact,
+        "nodes": tree.nodes,
+        "total": tree.total,
+        "budget": budget,
+        "estimated_share": tree.estimated_share,
+        "rooted_at": list(tree.rooted_at),
+        "note": tree.note,
+    }
 
 
 def _steps(result: FetchResult) -> dict[str, Any]:

@@ -5,7 +5,7 @@
 
 The table is the DiffResult's own (``to_dict``: every number the page shows comes from it). The flame
 graph merges the two sides' call trees (render/stacks.py: pyinstrument exact, cProfile derived from the
-caller edges) by call path, functions matched as the diff matches them; each side's seconds are divided
+caller edges with recursion folded, the same tree as the report's and the exports') by call path, functions matched as the diff matches them; each side's seconds are divided
 by its samples (``per="step"``) or by its wall seconds (``per="second"``). A frame's width is its time on
 both sides together, so what vanished or appeared still shows; its colour is its change (page: diff.js).
 """
@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from proflake.errors import UsageError
-from proflake.numbers import utc
+from proflake.numbers import percent, utc
 from proflake.render.report.data import FLAME_BUDGET
 from proflake.render.report.page import Report
 from proflake.render.stacks import OTHER, CallTree, Node, Rollups, call_tree
@@ -36,6 +36,7 @@ class _Frame:
     file: str
     values: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # base, head, base own, head own
     folded: int = 0
+    estimated: bool = False  # on either side, placed on this path by estimate (cProfile)
     children: dict[tuple, _Frame] = field(default_factory=dict)
 
 
@@ -126,6 +127,7 @@ def _merge(root: _Frame, tree: CallTree, side: int, scale: float, by_line: bool)
             merged.values[side] += child.value * scale
             merged.values[side + 2] += child.own * scale
             merged.folded += child.folded
+            merged.estimated = merged.estimated or child.estimated
             pending.append((merged, child))
 
 
@@ -136,24 +138,36 @@ def _flame(result: DiffResult, trees: list[CallTree | None], budget: int) -> dic
         divisor = _divisor(result, info)
         if tree is not None and divisor:
             _merge(root, tree, side, 1.0 / divisor, by_line)
-    columns = ("name", "label", "file", "value", "base", "head", "base_own", "head_own", "depth", "folded")
+    columns = ("name", "label", "file", "value", "base", "head", "base_own", "head_own", "depth", "folded", "estimated")
     out: dict[str, list] = {c: [] for c in columns}
     pending = [(root, 0)]
     while pending:  # pre-order, children largest first and [other] last, as the report's flame graph
         frame, depth = pending.pop()
         base, head, base_own, head_own = frame.values
         for column, value in zip(columns, (frame.name, frame.label, frame.file, base + head, base, head,
-                                           base_own, head_own, depth, frame.folded)):
+                                           base_own, head_own, depth, frame.folded, frame.estimated)):
             out[column].append(value)
         children = sorted(frame.children.values(), key=lambda f: (f.name == OTHER, -(f.values[0] + f.values[1]), f.name))
         pending.extend((child, depth + 1) for child in reversed(children))
     return {
         **out,
         "exact": result.profiler == "pyinstrument",
+        "estimated_share": {side: (tree.estimated_share if tree else 0.0) for side, tree in zip(("base", "head"), trees)},
+        "note": _note(trees),
         "nodes": len(out["name"]),
         "budget": budget,
         "unit": "s/step" if result.per == "step" else "s/s",
     }
+
+
+def _note(trees: list[CallTree | None]) -> str:
+    """The sentence beside the flame graph: each side's tree's note, or both shares in one sentence."""
+    base, head = trees
+    if base is None or head is None or base.exact or head.exact:
+        drawn = base or head
+        return drawn.note if drawn else ""
+    shares = [percent(t.estimated_share, sign=False) for t in (base, head)]
+    return f"cProfile records callers, not stacks: {shares[0]} of the base's time and {shares[1]} of the head's are placed by estimate."
 
 
 def _meta() -> dict[str, Any]:

@@ -73,7 +73,7 @@
     }
     var graph = flameGraph(box, F, {
       kind: (F.exact ? "pyinstrument call trees of both sides merged exactly by call path." :
-        "Derived from cProfile's caller edges, as the report's flame graph (an approximation: cProfile records who called whom, not whole stacks), then the two sides' trees merged by call path.") +
+        "Derived from cProfile's caller edges, as the report's flame graph (roots are the functions nothing called, a recursive cycle is drawn once, a function called from several places is shared among its callers), then the two sides' trees merged by call path.") +
         " Seconds are " + U + " (" + (U === "s/step" ? "each side's seconds over its samples" : "each side's seconds over its wall seconds") + ").",
       legend: "a frame's width is its inclusive time on both sides together, so what vanished or appeared still shows; red grew, blue shrank, the deeper the larger the relative change.",
       fill: function (j) {
@@ -88,6 +88,7 @@
         lines.push("change: " + signedSec(F.head[j] - F.base[j]) + " " + U + " inclusive (" + (F.base[j] > 0 ? signedPct((F.head[j] - F.base[j]) / F.base[j]) : "new") + "), " +
           signedSec(F.head_own[j] - F.base_own[j]) + " own");
         if (F.folded[j]) lines.push(F.folded[j] + " smaller frames folded here");
+        if (F.estimated && F.estimated[j]) lines.push("this path is an estimate (a function on it is called from several places)");
         return lines.join("\n");
       },
       status: function (outer) {

@@ -1,11 +1,13 @@
   // -- flame graph (the report's and the diff's) -------------------------------------------------------
   /* flameGraph(box, F, opts) draws F, a tree in pre-order: name, label, file, value (the width), own,
-     depth, folded arrays; exact (pyinstrument) or derived (cProfile); nodes. Click zooms, the search box
+     depth, folded arrays; exact (pyinstrument) or derived (cProfile); note (one sentence: how much of the
+     time is placed by estimate); nodes. Click zooms, the search box
      highlights (text or /regex/), hover shows opts.tip(j). opts: kind (the sentence saying how the tree was
      made), fill(j) (a frame's colour), tip(j), status(outer) (the search's summary line, given the indexes
      of the matching frames no ancestor of which matches), legend (a sentence after the zoom hint). */
   function flameGraph(box, F, opts) {
     var n = F.name.length;
+    if (F.note) box.appendChild(el("p", { class: "note", id: "flame-estimate" }, F.note));
     box.appendChild(el("p", { class: "note", id: "flame-kind" }, opts.kind));
     var ctl = el("div", { class: "controls" });
     var search = el("input", { type: "search", placeholder: "search functions (text or /regex/)", id: "flame-search" });

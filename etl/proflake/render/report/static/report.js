@@ -260,12 +260,13 @@
     var F = D.flame, total = F.value[0] || 1;
     flameGraph($("flame-body"), F, {
       kind: F.exact ? "pyinstrument call trees of the selection merged exactly by call path." :
-        "Derived from cProfile's caller edges, as snakeviz does: an approximation. cProfile records who called whom, not whole stacks, so a function's time under a caller is split in proportion to that caller's time on the path.",
+        "Derived from cProfile's caller edges, as gprof does: the roots are the functions nothing called, a recursive cycle is drawn once, and a function called from several places has its time shared among its callers by their edges' time (a function with one call path is exact).",
       legend: "widths are inclusive seconds.",
       fill: function (j) { return F.name[j] === "[other]" ? "#c9ced6" : j === 0 ? "#e8b37a" : hue(F.name[j]); },
       tip: function (j) {
         return F.name[j] + (F.file[j] ? "\n" + F.file[j] : "") + "\n" + sec(F.value[j]) + " s inclusive (" + pct(F.value[j], total) + " of all)" +
-          "\n" + sec(F.own[j]) + " s own" + (F.folded[j] ? "\n" + F.folded[j] + " smaller frames folded here" : "");
+          "\n" + sec(F.own[j]) + " s own" + (F.folded[j] ? "\n" + F.folded[j] + " smaller frames folded here" : "") +
+          (F.estimated && F.estimated[j] ? "\nthis path is an estimate (a function on it is called from several places)" : "");
       },
       status: function (outer) {
         var matched = outer.reduce(function (a, k) { return a + F.value[k]; }, 0);
