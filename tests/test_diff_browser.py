@@ -47,6 +47,7 @@ def test_cprofile_diff_page_renders_and_works_offline(browser, drift, tmp_path):
     assert page.locator("#title").inner_text() == f"drift time {T0}..{T0 + 11.9} → drift time {T0 + 12}..{T0 + 23.9}"
     assert "FAILED" in page.locator("#gate-line").inner_text()
     assert "Derived from cProfile" in page.locator("#flame-kind").inner_text()
+    assert page.locator("#flame-estimate").inner_text().startswith("cProfile records callers, not stacks: ")
 
     # The table is the DiffResult's, in its order (impact first), rounded as the page rounds.
     rows = result.table.to_pylist()

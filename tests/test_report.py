@@ -163,8 +163,10 @@ def test_cprofile_flame_graph_is_derived_from_caller_edges_and_says_so(profiles)
     assert flame["exact"] is False
     assert flame["depth"][0] == 0 and flame["name"][0] == "all"
     assert len(flame["name"]) == flame["nodes"] <= flame["budget"]
+    assert flame["note"].startswith("cProfile records callers, not stacks: ") and "placed by estimate" in flame["note"]
+    assert len(flame["estimated"]) == flame["nodes"] and 0 <= flame["estimated_share"] <= 1
     page = Profiles(profiles.store).by_step(1).report().html
-    assert "approximation" in page and "snakeviz" in page
+    assert flame["note"] in page and "a recursive cycle is drawn once" in page
 
 
 def test_page_is_self_contained_and_embeds_its_data(profiles):

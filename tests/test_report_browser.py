@@ -146,6 +146,31 @@ def test_speedscope_opens_our_export(browser, profiles, tmp_path):
     assert view.outside() == []
 
 
+def test_speedscope_opens_the_export_of_recursive_code_and_the_report_says_what_is_estimated(browser, tmp_path):
+    """The recursive job of tests/helpers/recursive_job.py (see test_report_exports.py for its numbers):
+    speedscope's app opens its export, and the report's flame graph carries the estimate's sentence."""
+    from helpers.recursive_job import write_job
+    from test_report_exports import speedscope_package
+
+    write_job(tmp_path / "recursive-job")
+    ingest(str(tmp_path / "recursive-job"), str(tmp_path / "store"))
+    result = Profiles(str(tmp_path / "store")).by_job_phase()
+    export = tmp_path / "recursive.speedscope.json"
+    export.write_bytes(SpeedscopeRenderer().render(result))
+    view = Page(browser, (speedscope_package() / "dist" / "release" / "index.html").as_uri())
+    view.page.set_input_files("#file", str(export))
+    view.page.wait_for_function("document.title.indexOf('recursive.speedscope.json') >= 0 || document.title.indexOf('recursive-job') >= 0", timeout=15000)
+    view.page.wait_for_selector("canvas", timeout=15000)
+    view.page.screenshot(path=str(ARTIFACTS / "speedscope-recursive.png"))
+    assert view.errors == [] and view.outside() == []
+
+    report = Page(browser, result.report().write(tmp_path / "recursive.html").as_uri())
+    report.page.wait_for_selector("body[data-ready='1']", timeout=15000)
+    assert report.page.locator("#flame-estimate").inner_text() == result.report().data["flame"]["note"]
+    shoot(report.page, "cprofile-recursive-flame", "#flame")
+    assert report.errors == [] and report.outside() == []
+
+
 def test_setup_script_is_idempotent_when_everything_is_there(browser):
     done = subprocess.run([str(ROOT / "bin" / "setup-test")], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout == "" and "installing" not in done.stderr, done.stderr
