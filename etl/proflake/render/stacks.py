@@ -6,8 +6,9 @@ do it:
 
 - each recursive cycle (a strongly connected component of the call graph: fib calling fib, is_even and
   is_odd calling each other) is one component, drawn once per path: the function it was entered by, and
-  below it the cycle's other functions, each once (under its callers nearer the entry, shared by their
-  edges' cumulative time); self-calls are not followed;
+  below it the cycle's other functions, each once (below its caller when only one function of the cycle
+  calls it, else below the entry: either way inside calls that hold all its time); self-calls are not
+  followed;
 - a component's time is its own time plus what it passes to the components it calls: each callee
   component's time is shared among its incoming edges by the edges' cumulative times (cProfile counts an
   edge's cumulative time only at its outermost call, so a cycle's re-entries are never counted twice);
