@@ -45,6 +45,39 @@ def on_connect(catalog: str | os.PathLike) -> Callable[..., None]:
     return listener
 
 
+def on_catalog_connect(catalog: str | os.PathLike) -> Callable[..., None]:
+    """A ``connect`` listener safe to register on every engine of a process, as Superset's config must
+    (``sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", on_catalog_connect(path))``): it locks
+    down, as ``on_connect`` does, the DuckDB connections whose database is the ``catalog`` file, and leaves
+    every other connection alone (Superset's own SQLite metadata database has no ``current_setting``; another
+    DuckDB database is not proflake's to lock). The ``.init.sql`` is read at the catalog's first connection."""
+    target = os.path.realpath(Path(catalog).expanduser())
+    listeners: list[Callable[..., None]] = []
+
+    def listener(dbapi_connection, record=None) -> None:
+        if not type(dbapi_connection).__module__.startswith(("duckdb_engine", "duckdb")):
+            return
+        if _database_path(dbapi_connection) != target:
+            return
+        with _LOCKDOWN_GUARD:
+            if not listeners:
+                listeners.append(on_connect(target))
+        listeners[0](dbapi_connection, record)
+
+    return listener
+
+
+def _database_path(con) -> str | None:
+    """The real path of the file a DuckDB connection's default database is (None in memory)."""
+    cursor = con.cursor()
+    try:
+        cursor.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return os.path.realpath(row[0]) if row and row[0] else None
+
+
 def lock_down_connection(con, statements: list[str]) -> None:
     """Run the lock-down ``statements`` on a DB-API or DuckDB connection unless its database is locked
     down already; a database locked some other way (external access still on, or a time zone other than
