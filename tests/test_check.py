@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from helpers.cli import run_cli
+from helpers.recovery import environment
 from proflake import Profiles, ingest
 from proflake.store.store import Store
 from test_batches import build_corpus, snapshot
@@ -91,6 +92,36 @@ def test_a_truncated_or_deleted_data_file_is_one_line_pointing_at_check_from_eve
             assert "proflake check" in last, (damage, args, last)
     assert _cli("check", "--repair", "--store", str(store)).returncode == 0
     assert _cli("fetch", "by-step", "1", "--all-jobs", "--store", str(store)).returncode == 0
+
+
+def test_an_s3_object_rewritten_after_its_commit_with_the_same_size_is_found_and_restored(s3, bucket, tmp_path):  # noqa: F811
+    """Every commit to an S3 table records its new objects' sizes and ETags (one listing); check compares
+    them with one listing per table, so a same-size rewrite is named and --repair restores its rows."""
+    src = tmp_path / "src"
+    build_corpus(src, nodes=1, steps=3)
+    ingest(str(src), str(tmp_path / "reference"))
+    clean = snapshot(str(tmp_path / "reference"))
+    store = f"s3://{bucket}/store"
+    run = lambda *args: subprocess.run([sys.executable, "-m", "proflake.cli", *args, "--store", store],  # noqa: E731
+                                       capture_output=True, text=True, env=s3.env(), check=False)
+    assert run("ingest", str(src)).returncode == 0
+    client = s3.client()
+    registry = json.loads(client.get_object(Bucket=bucket, Key="store/_proflake/checksums/function_stats.json")["Body"].read())
+    objects = {o["Key"]: o for o in client.list_objects_v2(Bucket=bucket, Prefix="store/function_stats/")["Contents"]
+               if o["Key"].endswith(".parquet")}
+    assert sorted("store/function_stats/" + path for path in registry["files"]) == sorted(objects)
+    key = sorted(objects)[0]
+    body = bytearray(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    body[len(body) // 2] ^= 0xFF  # one byte flipped: the same size, the footer intact
+    client.put_object(Bucket=bucket, Key=key, Body=bytes(body))
+    found = run("check")
+    assert found.returncode == 1 and "Traceback" not in found.stderr
+    assert f"table 'function_stats': data file s3://{bucket}/{key} changed after its commit" in found.stdout, found.stdout
+    repaired = run("check", "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert run("check").returncode == 0
+    with environment({k: v for k, v in s3.env().items() if k.startswith("AWS_")}):
+        assert snapshot(store) == clean
 
 
 def test_check_finds_missing_and_truncated_objects_on_an_s3_store_and_repairs_them(s3, bucket, tmp_path):  # noqa: F811

@@ -101,6 +101,54 @@ def test_out_of_memory_names_the_option_that_works(store):
     assert done.returncode == ExitCode.USAGE and "is not a size" in one_line(done.stderr)
 
 
+# One row, one 800 MB list made inside one function call: DuckDB's memory limit does not count it, and
+# its interrupt() waits for the call to return (the red team: 5.6 GB under --memory-limit 100MB, Ctrl-C
+# ignored). proflake.query.bounded watches the process's memory and abandons what DuckDB will not stop.
+ONE_HUGE_LIST = "SELECT range(100000000) AS l"
+
+
+def _peak_rss_until_exit(proc: subprocess.Popen, timeout: float = 300) -> int:
+    """The most resident memory seen of ``proc`` (polled) until it exits."""
+    peak, deadline = 0, time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            peak = max(peak, int(Path(f"/proc/{proc.pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+        except (OSError, ValueError, IndexError):
+            pass
+        time.sleep(0.05)
+    return peak
+
+
+def test_a_memory_limit_holds_for_a_value_duckdb_does_not_count(store):
+    proc = subprocess.Popen([sys.executable, "-m", "proflake.cli", "sql", ONE_HUGE_LIST, "--store", str(store),
+                             "--memory-limit", "100MB"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = _peak_rss_until_exit(proc)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.LIMIT and out == ""
+    assert one_line(err).startswith("proflake: error: the query needed more memory than its limit of 100MB")
+    assert peak < 2 * 2**30, f"peak {peak / 2**30:.1f} GiB under a 100MB limit"
+
+
+def test_ctrl_c_stops_a_query_inside_one_long_duckdb_call(store):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proflake.cli", "sql", ONE_HUGE_LIST, "--store", str(store)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as at a terminal
+    )
+    deadline = time.monotonic() + 300  # until the list is being built: 400 MB resident
+    while proc.poll() is None and time.monotonic() < deadline:
+        if int(Path(f"/proc/{proc.pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") > 400 * 2**20:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    peak = _peak_rss_until_exit(proc)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED and out == ""
+    assert one_line(err) == "proflake: interrupted (Ctrl-C)\n"
+    assert peak < 3 * 2**30, f"it kept building the list after Ctrl-C: peak {peak / 2**30:.1f} GiB"
+
+
 def test_fetch_takes_the_limits_too(store):
     done = run_cli(["fetch", "by-step", "0", "--store", str(store), "--timeout", "60", "--memory-limit", "1GB", "--format", "json"])
     assert done.returncode == 0, done.stderr

@@ -307,6 +307,7 @@ class ProflakeGroup(click.Group):
             raise _one_line(e) from None
         except ProflakeError as e:
             say(f"proflake: error: {e}")
+            _exit_now_if_abandoned(e, e.exit_code)
             ctx.exit(e.exit_code)
         except BrokenPipeError:
             sys.stderr.close()
@@ -314,8 +315,9 @@ class ProflakeGroup(click.Group):
         except Terminated as e:
             say(f"proflake: stopped by {e.name}; the writer lock is released and nothing half-written is visible")
             ctx.exit(e.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             say("proflake: interrupted (Ctrl-C)")
+            _exit_now_if_abandoned(e, ExitCode.INTERRUPTED)
             ctx.exit(ExitCode.INTERRUPTED)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
@@ -339,3 +341,15 @@ def scope_options_without_node(f: Callable) -> Callable:
 @click.version_option(package_name="proflake")
 def cli() -> None:
     """proflake: smdebug Python profiling stats as Delta Lake tables, queried with DuckDB SQL."""
+
+
+def _exit_now_if_abandoned(error: BaseException, code: int) -> None:
+    """A query DuckDB would not let go of (proflake.query.bounded) still runs on its thread, and a normal
+    exit would wait for it: the command was read-only, so end the process now, output flushed."""
+    if getattr(error, "abandoned", False):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(int(code))

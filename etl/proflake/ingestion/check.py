@@ -33,7 +33,7 @@ from proflake.ingestion.bookkeeping import has_table, missing_tables, repair, un
 from proflake.ingestion.findings import CheckReport, Finding
 from proflake.ingestion.restore import Plan, plan, reachable, settle
 from proflake.schema import ALL_TABLES, DERIVED_TABLES
-from proflake.store.checksums import changed_files
+from proflake.store.checksums import changed_files, listed_objects, recorded
 from proflake.store.lock import StoreLock
 from proflake.store.store import FACT_TABLES, Store, sql_string
 
@@ -262,10 +262,11 @@ def _set_aside(store: Store, uri: str) -> None:
 
 
 def _bad_objects(store: Store, name: str) -> list[tuple[str, str]]:
-    from proflake.sources.s3 import S3Source
-
+    """On S3, from one listing: objects missing, of another size than their log says, or rewritten
+    since their commit (another ETag than recorded then: etl/proflake/store/checksums.py)."""
     table_uri = store.table_uri(name)
-    listed = S3Source(table_uri, store.s3).sizes()
+    listed = listed_objects(store, name)
+    known = recorded(store, name)
     actions = pa.RecordBatchReader.from_stream(store.delta(name).get_add_actions(flatten=True)).read_all()
     bad = []
     for path, size in zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()):
@@ -273,6 +274,8 @@ def _bad_objects(store: Store, name: str) -> list[tuple[str, str]]:
         uri = f"{table_uri}/{key}"
         if key not in listed:
             bad.append((uri, "is missing"))
-        elif listed[key] != size:
-            bad.append((uri, f"does not read as Parquet (it has {listed[key]:,} bytes, its log says {size:,})"))
+        elif listed[key][0] != size:
+            bad.append((uri, f"does not read as Parquet (it has {listed[key][0]:,} bytes, its log says {size:,})"))
+        elif key in known and known[key][1] != listed[key][1]:
+            bad.append((uri, "changed after its commit (same size, other bytes: its ETag differs from the one recorded)"))
     return bad

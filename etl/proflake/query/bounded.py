@@ -5,11 +5,21 @@ a cross join used to ignore Ctrl-C for minutes. Here the call runs on a worker t
 thread waits in short, interruptible slices; on Ctrl-C or at the deadline it calls the connection's
 ``interrupt()``, waits for DuckDB to stop (promptly: it checks between vectors), and raises
 ``KeyboardInterrupt`` or ``QueryLimitError``.
+
+Two things DuckDB's own checks miss, measured with ``SELECT range(100000000)`` (one row, one 800 MB list
+built inside one function call): its memory limit counts the buffer manager, not such values nor the
+result being handed to Python (the process grew to 5.6 GB under ``--memory-limit 100MB``), and
+``interrupt()`` waits for that call to return (Ctrl-C did nothing for minutes). So while a query with a
+memory limit runs, the waiting thread also watches the process's resident memory and interrupts the
+query once it grows by more than twice the limit plus 256 MB; and a stop that DuckDB has not honoured
+after ``GRACE_S`` abandons the query: the error raised says so (``abandoned``), and the CLI, whose
+process holds nothing but that read-only query, then exits at once with its exit code.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import re
 import threading
 import time
@@ -22,6 +32,10 @@ from proflake.errors import QueryError, QueryLimitError, UsageError
 
 T = TypeVar("T")
 _SLICE = 0.2  # seconds between checks for Ctrl-C while a query runs
+GRACE_S = 2.0  # how long a stopped query may take to let go before it is abandoned
+_HEADROOM = 256 * 1024 * 1024  # memory beyond twice the limit before the watchdog stops a query
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 _MEMORY = r"^\s*\d+(\.\d+)?\s*([KMGT]i?B|B|%)?\s*$"  # compiled on first use: not at every start
 OOM_MESSAGE = (
     "the query needed more memory than its limit{limit}; raise it with --memory-limit (memory_limit= in "
@@ -64,27 +78,45 @@ class Bounds:
                 raise UsageError(f"--memory-limit {self.memory_limit!r} is not a size DuckDB accepts: {e}") from e
 
     def run(self, con: duckdb.DuckDBPyConnection, call: Callable[[], T]) -> T:
-        """``call()`` (a query on ``con``), stopped at the time limit or on Ctrl-C."""
-        if self.timeout is None and (not self.interruptible or threading.current_thread() is not threading.main_thread()):
+        """``call()`` (a query on ``con``), stopped at the time limit, on Ctrl-C, or when the process
+        outgrows the memory limit (see the module's docstring)."""
+        watched = self.memory_limit is not None and threading.current_thread() is threading.main_thread()
+        if self.timeout is None and not watched and (
+            not self.interruptible or threading.current_thread() is not threading.main_thread()
+        ):
             # No deadline, and no Ctrl-C to watch for (not asked, or not the main thread, the one it reaches).
             return self._translate(call)
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="proflake-query")
         future = self._pool.submit(self._translate, call)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        ceiling = None
+        if watched and (start := resident_bytes()) is not None and (limit := limit_bytes(self.memory_limit)):
+            ceiling = start + 2 * limit + _HEADROOM
         try:
             while True:
                 wait = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
                 if wait <= 0 and self.timeout is not None:  # (only a deadline makes wait <= 0)
-                    _stop(con, future)
-                    raise QueryLimitError(timeout_message(self.timeout))
+                    self._stop(con, future, QueryLimitError(timeout_message(self.timeout)))
+                if ceiling is not None and (resident_bytes() or 0) > ceiling:
+                    limit_text = f" of {self.memory_limit}"
+                    self._stop(con, future, QueryLimitError(OOM_MESSAGE.format(limit=limit_text)))
                 try:
                     return future.result(timeout=wait)
                 except concurrent.futures.TimeoutError:
                     continue
         except KeyboardInterrupt:
-            _stop(con, future)
+            self._stop(con, future, KeyboardInterrupt())
             raise
+
+    def _stop(self, con: duckdb.DuckDBPyConnection, future: concurrent.futures.Future, error: BaseException) -> None:
+        """Interrupt the query; raise ``error`` once DuckDB has let go of the connection, or, when it has
+        not after GRACE_S, with ``error.abandoned = True`` (the worker thread is left running, and this
+        Bounds starts a new one for the next query)."""
+        if not _stop(con, future, GRACE_S):
+            error.abandoned = True  # type: ignore[attr-defined]
+            self._pool = None  # its thread still runs the abandoned query
+        raise error
 
     def _translate(self, call: Callable[[], T]) -> T:
         try:
@@ -102,14 +134,40 @@ class Bounds:
             self._pool = None
 
 
-def _stop(con: duckdb.DuckDBPyConnection, future: concurrent.futures.Future) -> None:
-    """Interrupt the query and wait until DuckDB has let go of the connection."""
+def _stop(con: duckdb.DuckDBPyConnection, future: concurrent.futures.Future, grace: float) -> bool:
+    """Interrupt the query and wait until DuckDB has let go of the connection: True; False when it has
+    not within ``grace`` seconds (it is inside one long call that does not check for interrupts)."""
+    give_up = time.monotonic() + grace
     while True:
-        con.interrupt()
+        con.interrupt()  # again each slice: a query interrupted before it began starts anyway
         try:
-            future.result(timeout=1.0)
-            return
+            future.result(timeout=min(_SLICE, max(0.0, give_up - time.monotonic())))
+            return True
         except concurrent.futures.TimeoutError:
-            continue  # interrupted before the query began: interrupt again
+            if time.monotonic() >= give_up:
+                return False
         except BaseException:  # noqa: BLE001 - DuckDB's InterruptException, the expected outcome
-            return
+            return True
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (Linux: /proc/self/statm); None where it cannot be read."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def limit_bytes(limit: str | None) -> int | None:
+    """A DuckDB memory limit ('100MB', '4GiB', '50%') in bytes; None for what it cannot size."""
+    match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z%]*)\s*$", limit or "")
+    if not match:
+        return None
+    number, unit = float(match.group(1)), match.group(2).upper()
+    if unit == "%":
+        try:
+            return int(number / 100 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (OSError, ValueError):
+            return None
+    return int(number * _UNITS[unit]) if unit in _UNITS else None

@@ -212,7 +212,7 @@ class Store:
         then the checksums of the files it added to ``table`` are recorded (etl/proflake/store/checksums.py)."""
         with self.fence() if self.fence is not None else contextlib.nullcontext():
             yield
-            if table is not None and not self.is_remote:
+            if table is not None:
                 from proflake.store.checksums import record
 
                 record(self, table)
