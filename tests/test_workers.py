@@ -68,6 +68,24 @@ def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeyp
         assert not reaper.is_alive()
 
 
+def test_an_idle_worker_is_reused_only_with_the_environment_it_was_started_with(monkeypatch):
+    """Workers read their S3 settings and PROFLAKE_* knobs from the environment they started with: one
+    kept from a run before os.environ changed (AWS_* set in a notebook after a local ingest) must not
+    serve the next run."""
+    def pids() -> set[int]:
+        with ParsePool(1, parse="helpers.crashy:parse") as pool:
+            list(pool.parse([Task(0, "cprofile", b"ok")]))
+            return {w.process.pid for w in pool._workers}
+
+    first = pids()
+    assert pids() == first  # the same environment: the idle worker is reused
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    changed = pids()
+    assert changed.isdisjoint(first)
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    assert pids() == first  # back to the first environment: its worker again
+
+
 def test_real_parser_in_workers_reports_parse_errors():
     with ParsePool(2) as pool:
         chunks = list(pool.parse([Task(0, "cprofile", b"junk"), Task(1, "pyinstrument", b'{"root_frame": null}')]))

@@ -76,6 +76,7 @@ GUESS_BYTES_PER_ROW = 64
 
 class _Worker:
     def __init__(self, memory_mb: int, spec: str) -> None:
+        self.environment = _environment()  # what it was started with: see _IDLE
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         # Arrow's default allocator (mimalloc) keeps ~70 MB more at a worker's peak than the C library's
         # for the same work at the same speed (measured on a segment's parse and write).
@@ -182,7 +183,15 @@ def _grow_pipe(fd: int) -> int:
         return 64 * 1024
 
 
-_IDLE: dict[tuple[int, str], list[_Worker]] = {}
+# Idle workers by (memory limit, parse function, the environment they were started with): a worker
+# reads its settings (S3 endpoint and credentials, PROFLAKE_* knobs) from the environment it was started
+# with, so one started before os.environ changed (a notebook setting AWS_* after a local ingest) is not
+# handed to a pool that expects the new settings.
+_IDLE: dict[tuple[int, str, int], list[_Worker]] = {}
+
+
+def _environment() -> int:
+    return hash(frozenset(os.environ.items()))
 
 
 @atexit.register
@@ -228,8 +237,8 @@ class ParsePool:
 
     def close(self) -> None:
         """Keep idle workers for the next pool in this process (a notebook re-ingesting, a test suite)."""
-        kept = _IDLE.setdefault((self.memory_mb, self.spec), [])
         for worker in self._workers:
+            kept = _IDLE.setdefault((self.memory_mb, self.spec, worker.environment), [])
             if worker.in_flight or worker.unsealed:
                 worker.kill()  # abandoned mid-run: what it holds belongs to no one now
             elif len(kept) < default_workers() and worker.process.poll() is None:
@@ -239,7 +248,7 @@ class ParsePool:
         self._workers.clear()
 
     def _reuse(self) -> _Worker | None:
-        kept = _IDLE.get((self.memory_mb, self.spec), [])
+        kept = _IDLE.get((self.memory_mb, self.spec, _environment()), [])
         while kept:
             worker = kept.pop()
             if worker.process.poll() is None:
