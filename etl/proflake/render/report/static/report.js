@@ -4,9 +4,9 @@
   var title = M.title;  // what was selected: "run-7 · node algo-2 · steps 5..9 (train)" (render/titles.py)
   document.title = "proflake report: " + title;
   $("title").textContent = title;
-  var args = Object.keys(M.arguments).map(function (k) { return k + "=" + M.arguments[k]; }).join(", ");
-  $("subtitle").textContent = "selection: " + M.method.replace(/_/g, "-") + (args ? " (" + args + ")" : "") +
-    (M.node ? ", node " + M.node : "") + " · profiler " + M.profiler + " · generated " + M.generated_at + " by proflake " + M.proflake;
+  // The title names the selection; the subtitle says where the numbers come from.
+  $("subtitle").textContent = "profiler " + M.profiler + " · " + plural(O.intervals, "interval", "intervals") +
+    " · generated " + M.generated_at + " by proflake " + M.proflake;
 
   // -- overview --------------------------------------------------------------------------------------
   (function () {
