@@ -72,7 +72,7 @@ class Engine:
         query first names it, at the version it had when the connection was made (a Snapshot): a command
         pays for the tables it reads, ~10 ms each, and still sees one version of each."""
         if self._snapshot is None:
-            snapshot = Snapshot(self.store)
+            snapshot = Snapshot(self.store, defer_copy=True)  # the copy of intervals: _held_intervals
             queries.install_macros(snapshot.con)
             self.bounds.configure(snapshot.con)
             self._snapshot, self._con, self._files = snapshot, snapshot.con, snapshot.files
@@ -128,8 +128,15 @@ class Engine:
         con = self._connection_for(name)
         return self.bounds.run(con, lambda: queries.run_named(con, name, params))
 
+    def _held_intervals(self) -> None:
+        """Selections (rowids) and the intervals' columns read the in-memory copy of intervals: make it."""
+        self._connection()
+        assert self._snapshot is not None
+        self._snapshot.hold_intervals()
+
     def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
         """The intervals a selection query picks (it returns their rowids), in the query's order."""
+        self._held_intervals()
         rows = self._run(query, params)["interval_row"]
         return arrowfn.take(self._intervals(), rows)
 
@@ -142,6 +149,7 @@ class Engine:
         nothing writes to, so its rowids run 0..n-1). Selection queries return rowids; the columns are
         gathered here (why: docs/internals.md, "Selections return row ids").
         """
+        self._held_intervals()
         return self._memoised(
             ("intervals",),
             lambda: self.bounds.run(
