@@ -73,8 +73,22 @@ def catalog_file(readme_store) -> Path:
     return out
 
 
+_OPENED: list[duckdb.DuckDBPyConnection] = []
+
+
 def open_catalog(path: Path) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(str(path), read_only=True)
+    _OPENED.append(duckdb.connect(str(path), read_only=True))
+    return _OPENED[-1]
+
+
+@pytest.fixture(autouse=True)
+def _close_opened():
+    """Close the catalog connections a test opened when it ends: one left for the garbage collector keeps
+    the file's DuckDB instance alive, and a later connection with other options (duckdb_engine's) fails
+    with "a different configuration than existing connections", depending on when the collector ran."""
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 def described(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
