@@ -42,7 +42,7 @@ def _median_seconds(call, repeats: int, cpu: list[float] | None = None) -> float
 
 def measure(store: str, repeats: int, out_dir: Path, browser: bool = False) -> list[dict]:
     from proflake import Profiles
-    from proflake.render.exports import renderer
+    from proflake.pages import export
 
     profiles = Profiles(store)
     selections = [
@@ -76,9 +76,8 @@ def measure(store: str, repeats: int, out_dir: Path, browser: bool = False) -> l
                 "functions_listed": len(report.data["functions"]),
             }
             for fmt in ("speedscope", "collapsed"):
-                r = renderer(fmt)
-                row[f"{fmt}_s"] = _median_seconds(lambda r=r, result=result: r.render(result), repeats)
-                row[f"{fmt}_bytes"] = len(r.render(result))
+                row[f"{fmt}_s"] = _median_seconds(lambda f=fmt, result=result: export(result, f), repeats)
+                row[f"{fmt}_bytes"] = len(export(result, fmt))
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     if browser:

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from proflake import Profiles, ingest
 from proflake.capture.sample_job import generate_sample_job
 from proflake.cli import cli
-from proflake.render.report.data import report_data
-from proflake.render.stacks import OTHER, call_tree
+from proflake.pages import call_tree, report_data
+from proflake.render.stacks import OTHER
 
 JOB = "report-job"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from proflake import Profiles, ingest, numbers
 from proflake.capture.sample_job import generate_sample_job
-from proflake.render.exports import SpeedscopeRenderer
+from proflake.pages import export as export_file
 
 pytestmark = pytest.mark.integration
 
@@ -136,7 +136,7 @@ def test_speedscope_opens_our_export(browser, profiles, tmp_path):
 
     app = speedscope_package() / "dist" / "release" / "index.html"
     export = tmp_path / "job.speedscope.json"
-    export.write_bytes(SpeedscopeRenderer().render(profiles.by_job_phase()))
+    export.write_bytes(export_file(profiles.by_job_phase(), "speedscope"))
     view = Page(browser, app.as_uri())
     view.page.set_input_files("#file", str(export))
     view.page.wait_for_function("document.title.indexOf('job.speedscope.json') >= 0 || document.title.indexOf('whole job') >= 0", timeout=15000)
@@ -156,7 +156,7 @@ def test_speedscope_opens_the_export_of_recursive_code_and_the_report_says_what_
     ingest(str(tmp_path / "recursive-job"), str(tmp_path / "store"))
     result = Profiles(str(tmp_path / "store")).by_job_phase()
     export = tmp_path / "recursive.speedscope.json"
-    export.write_bytes(SpeedscopeRenderer().render(result))
+    export.write_bytes(export_file(result, "speedscope"))
     view = Page(browser, (speedscope_package() / "dist" / "release" / "index.html").as_uri())
     view.page.set_input_files("#file", str(export))
     view.page.wait_for_function("document.title.indexOf('recursive.speedscope.json') >= 0 || document.title.indexOf('recursive-job') >= 0", timeout=15000)

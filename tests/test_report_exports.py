@@ -16,7 +16,7 @@ from proflake import Profiles, ingest
 from proflake.capture.sample_job import generate_sample_job
 from proflake.cli import cli
 from proflake.errors import ExitCode
-from proflake.render.exports import CollapsedRenderer, PstatsRenderer, SpeedscopeRenderer
+from proflake.pages import export
 
 SPEEDSCOPE = Path(__file__).parent / "speedscope"
 
@@ -56,7 +56,7 @@ def test_speedscope_file_follows_speedscopes_schema_and_adds_up(profiles, profil
     import jsonschema
     schema = json.loads((speedscope_package() / "dist" / "release" / "file-format-schema.json").read_text())
     result = profiles.by_job_phase(profiler=profiler)
-    document = json.loads(SpeedscopeRenderer().render(result))
+    document = json.loads(export(result, "speedscope"))
     jsonschema.validate(document, schema)
     (profile,) = document["profiles"]
     frames = document["shared"]["frames"]
@@ -75,7 +75,7 @@ def test_speedscope_file_follows_speedscopes_schema_and_adds_up(profiles, profil
 @pytest.mark.parametrize("profiler", ["cprofile", "pyinstrument"])
 def test_collapsed_stacks_add_up_to_the_selection(profiles, profiler):
     result = profiles.by_step(0, 2, profiler=profiler)
-    lines = CollapsedRenderer().render(result).decode().splitlines()
+    lines = export(result, "collapsed").decode().splitlines()
     assert lines and all(" " not in line.rsplit(" ", 1)[0] for line in lines)  # flamegraph.pl's format
     counts = [int(line.rsplit(" ", 1)[1]) for line in lines]
     expected = own_times(result)
@@ -94,14 +94,14 @@ def test_a_pruned_tree_still_adds_up(profiles, monkeypatch):
 
     monkeypatch.setattr(exports, "stacks", lambda result: stacks.stacks(result, budget=8))
     result = profiles.by_job_phase()
-    document = json.loads(SpeedscopeRenderer().render(result))
+    document = json.loads(export(result, "speedscope"))
     assert math.isclose(sum(document["profiles"][0]["weights"]), sum(own_times(result).values()), rel_tol=1e-9)
 
 
 def test_prof_file_loads_in_pstats(profiles, tmp_path):
     result = profiles.by_step(0, 2)
     path = tmp_path / "steps.prof"
-    path.write_bytes(PstatsRenderer().render(result))
+    path.write_bytes(export(result, "prof"))
     loaded = pstats.Stats(str(path))
     assert loaded.stats == result.to_pstats().stats
     assert math.isclose(loaded.total_tt, sum(result.table["tottime"].to_pylist()), rel_tol=1e-9)
@@ -158,7 +158,7 @@ def test_a_call_tree_deeper_than_the_recursion_limit_exports_and_reports(tmp_pat
     (stats / "python_stats.html").write_text("<html></html>")
     ingest(str(tmp_path / "job"), str(tmp_path / "store"))
     result = Profiles(str(tmp_path / "store")).by_step(0, profiler="pyinstrument")
-    (line,) = CollapsedRenderer().render(result).decode().splitlines()
+    (line,) = export(result, "collapsed").decode().splitlines()
     assert line.count(";") == depth - 1 and line.endswith(" 1000000")
     flame = result.report().data["flame"]  # the budget cuts the chain: its rest is one [other] node
     assert flame["nodes"] <= 2000 and flame["name"][-1] == "[other]" and flame["value"][-1] == 1.0
@@ -226,7 +226,7 @@ def test_speedscope_of_recursive_code_keeps_stacks_honest(recursive):
     from helpers.recursive_job import honesty
 
     profiles, stats = recursive
-    document = json.loads(SpeedscopeRenderer().render(profiles.by_job_phase()))
+    document = json.loads(export(profiles.by_job_phase(), "speedscope"))
     jsonschema.validate(document, json.loads((speedscope_package() / "dist" / "release" / "file-format-schema.json").read_text()))
     h = honesty(document, stats)
     assert h["false_root_share"] <= 0.05, h["false_root_share"]
@@ -251,12 +251,12 @@ def flame_paths(flame: dict, own: str = "own") -> dict[tuple, float]:
 
 
 def test_report_diff_page_and_exports_draw_the_same_tree(recursive):
-    from proflake.render.report.data import report_data
+    from proflake.pages import report_data
 
     profiles, _ = recursive
     result = profiles.by_job_phase()
     drawn = flame_paths(report_data(result)["flame"])
-    document = json.loads(SpeedscopeRenderer().render(result))
+    document = json.loads(export(result, "speedscope"))
     frames = [f"{f['file']}:{f['line']}({f['name']})" if "file" in f else f["name"] for f in document["shared"]["frames"]]
     (profile,) = document["profiles"]
     exported: dict[tuple, float] = defaultdict(float)
@@ -266,7 +266,7 @@ def test_report_diff_page_and_exports_draw_the_same_tree(recursive):
     for path, seconds in drawn.items():
         assert math.isclose(exported[path], seconds, rel_tol=1e-9), path
     collapsed = {}
-    for line in CollapsedRenderer().render(result).decode().splitlines():
+    for line in export(result, "collapsed").decode().splitlines():
         stack, micros = line.rsplit(" ", 1)
         collapsed[stack] = int(micros)
     clean = {";".join(n.replace(";", ",").replace(" ", "_") for n in path): s for path, s in drawn.items()}
@@ -291,7 +291,7 @@ def test_the_page_says_how_much_time_is_placed_by_estimate(recursive, profiles):
     """A function called from one call path (one caller, itself placed exactly, up to a root; in a
     recursive cycle, entered by one edge) is placed exactly; the share of the rest is on the page."""
     from proflake.numbers import percent
-    from proflake.render.report.data import report_data
+    from proflake.pages import report_data
 
     recursive_profiles, stats = recursive
     found = cycles(stats)
@@ -334,7 +334,7 @@ def test_a_pruned_tree_of_recursive_code_keeps_own_times_and_true_roots(recursiv
 
     profiles, stats = recursive
     monkeypatch.setattr(exports, "stacks", lambda result: stacks.stacks(result, budget=budget))
-    h = honesty(json.loads(SpeedscopeRenderer().render(profiles.by_job_phase())), stats)
+    h = honesty(json.loads(export(profiles.by_job_phase(), "speedscope")), stats)
     assert h["false_root_share"] <= 0.05, h["false_root_share"]
     assert math.isclose(h["total"], sum(v[2] for v in stats.values()), rel_tol=1e-9)
     for name, f in h["functions"].items():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers.cli import run_cli
 from proflake.numbers import utc
+from proflake.pages import export
 from proflake.query.profiles import Profiles
-from proflake.render.exports import SpeedscopeRenderer
 from test_diff import FUNCTIONS, build_store, step_times
 
 T0_US = 1_700_000_000_000_000  # test_diff.write_job's step 0
@@ -41,7 +41,7 @@ def store(tmp_path_factory) -> Path:
 def test_the_report_and_the_speedscope_export_are_titled_by_the_selection(store, method, arguments, title):
     result = Profiles(str(store)).fetch(method, job="run-a", **arguments)
     assert result.report().data["meta"]["title"] == title
-    document = json.loads(SpeedscopeRenderer().render(result))
+    document = json.loads(export(result, "speedscope"))
     assert document["name"] == document["profiles"][0]["name"] == f"{title} (cprofile, {result.intervals.num_rows:,} intervals)"
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from proflake.numbers import p_value, percent, seconds
+from proflake.pages import build_trend_report
 from proflake.query.profiles import Profiles
 from proflake.query.trend import TrendResult
-from proflake.render.report.trend import build_trend_report
 from test_report_browser import ROOT, Page, browser  # noqa: F401 - the browser fixture
 from test_trend_page import stores  # noqa: F401 - the fixture: "mixed" and "steady" on both profilers
 

@@ -17,9 +17,9 @@ import pytest
 from helpers.cli import run_cli
 from proflake.errors import ExitCode, UsageError
 from proflake.numbers import p_value, percent, seconds
+from proflake.pages import build_trend_report
 from proflake.query.profiles import Profiles
 from proflake.query.trend import TrendResult
-from proflake.render.report.trend import build_trend_report
 from test_diff_report import embedded
 from test_trend import SERIES
 from test_trend_series import store_of

@@ -122,7 +122,7 @@ def _main(argv: list[str]) -> None:  # pragma: no cover - a measuring script
     import tempfile
 
     from proflake import Profiles, ingest
-    from proflake.render.exports import SpeedscopeRenderer
+    from proflake.pages import export
 
     with tempfile.TemporaryDirectory() as tmp:
         job = Path(argv[0]) if argv else Path(tmp) / "recursive-job"
@@ -131,7 +131,7 @@ def _main(argv: list[str]) -> None:  # pragma: no cover - a measuring script
         files = sorted(p for p in job.rglob("python_stats") if p.is_file())
         ingest(str(job), str(Path(tmp) / "store"))
         result = Profiles(str(Path(tmp) / "store")).by_job_phase()
-        document = json.loads(SpeedscopeRenderer().render(result))
+        document = json.loads(export(result, "speedscope"))
         stats = pstats.Stats()
         for path in files:
             stats.add(str(path))

@@ -34,6 +34,7 @@ def _options(f: Callable) -> Callable:
 
 
 def _run(method: str, options: dict[str, Any], arguments: dict[str, Any]) -> None:
+    from proflake.pages import export
     from proflake.query.profiles import Profiles
     from proflake.render.exports import renderer
 
@@ -49,7 +50,7 @@ def _run(method: str, options: dict[str, Any], arguments: dict[str, Any]) -> Non
     result = profiles.fetch(method, **options, **arguments)
     if result.empty:
         say(f"no {result.profiler} intervals matched {method.replace('_', '-')}")
-    data = writer.render(result)
+    data = export(result, fmt)
     if output:
         try:
             Path(output).write_bytes(data)

@@ -194,10 +194,10 @@ class DiffResult:
         thresholds, when given, put its verdict on the page. Each side's call tree is read from the store."""
         if self._profiles is None:
             raise UsageError("this DiffResult was not made by Profiles.diff, so it has no profiles to draw")
-        # Through the package's lazy exports: the page is built by the render layer, above this one.
-        import proflake
+        # Built by proflake.pages, above the query and render layers: the one upward import allowed.
+        from proflake.pages import build_diff_report
 
-        return proflake.build_diff_report(
+        return build_diff_report(
             self, fail_on_total=fail_on_total, fail_on_function=fail_on_function, flame_budget=flame_budget, top=top
         )
 

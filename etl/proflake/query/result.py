@@ -135,11 +135,11 @@ class FetchResult:
 
     def report(self, *, flame_budget: int = 2000) -> Report:
         """The HTML report of this selection (see docs/report.md); ``.write(path)`` saves it."""
-        # Through the package's lazy exports: the report is built by the render layer, above this one.
-        import proflake
+        # proflake.pages reads the report's data here (proflake.query.page_data) and draws it with the render
+        # layer, above this one: the one upward import tests/test_architecture.py allows.
+        from proflake.pages import build_report
 
-        report: Report = proflake.build_report(self, flame_budget=flame_budget)
-        return report
+        return build_report(self, flame_budget=flame_budget)
 
     def _repr_html_(self) -> str:
         """A notebook shows the result as a table (its first 20 rows) under a one-line summary."""

@@ -116,10 +116,10 @@ class TrendResult:
         ``.write(path)`` saves it (a proflake.render.report.Report)."""
         if self._profiles is None:
             raise UsageError("this TrendResult was not made by Profiles.trend, so it has no profiles to diff")
-        # Through the package's lazy exports: the page is built by the render layer, above this one.
-        import proflake
+        # Built by proflake.pages, above the query and render layers: the one upward import allowed.
+        from proflake.pages import build_trend_report
 
-        return proflake.build_trend_report(self, top=top, max_diffs=max_diffs, fail_on=fail_on)
+        return build_trend_report(self, top=top, max_diffs=max_diffs, fail_on=fail_on)
 
     def _repr_html_(self) -> str:
         """A notebook shows the trend page (made once, then kept)."""

@@ -1,4 +1,4 @@
-"""Flame-graph exports of a fetch result for the tools people already use, one small renderer per format.
+"""Flame-graph exports of a selection for the tools people already use, one small renderer per format.
 
     speedscope  speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
                 "sampled" profile whose samples are the call stacks and whose weights are their own seconds
@@ -20,22 +20,27 @@ from typing import TYPE_CHECKING, ClassVar
 
 from proflake.errors import UnknownNameError, UsageError
 from proflake.render.stacks import stacks
-from proflake.render.titles import result_title
+from proflake.render.titles import title
 
 if TYPE_CHECKING:
-    from proflake.query.profiles import FetchResult
+    from proflake.query.page_data import ExportInputs, StackData
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
 class Renderer:
-    """Turns one fetch result into the bytes of one file."""
+    """Turns what the query layer read for one selection (proflake.query.page_data.ExportInputs) into the bytes
+    of one file; ``needs`` says what it reads: the selection's ``stacks`` or its pstats ``stats``."""
 
     name: ClassVar[str]
     output_file_extension: ClassVar[str]
     output_is_binary: ClassVar[bool] = False
+    needs: ClassVar[str] = "stacks"
 
-    def render(self, result: FetchResult) -> bytes:
+    def check(self, profiler: str, group_by: tuple[str, ...]) -> None:
+        """Refuse a selection this format cannot hold (before anything is read for it)."""
+
+    def render(self, data: ExportInputs) -> bytes:
         raise NotImplementedError
 
 
@@ -43,8 +48,8 @@ class SpeedscopeRenderer(Renderer):
     name = "speedscope"
     output_file_extension = "speedscope.json"
 
-    def render(self, result: FetchResult) -> bytes:
-        keys, names, samples = stacks(result)
+    def render(self, data: ExportInputs) -> bytes:
+        keys, names, samples = stacks(_stacks(data))
         # A frame's name is its function's name, with its file and line beside (speedscope shows them on hover);
         # built-ins (file "~") keep pstats' full name.
         frames = [
@@ -52,7 +57,7 @@ class SpeedscopeRenderer(Renderer):
             for key, name in zip(keys, names)
         ]
         total = sum(weight for _, weight in samples)
-        label = _title(result)
+        label = _title(data)
         document = {
             "$schema": SPEEDSCOPE_SCHEMA,
             "shared": {"frames": frames},
@@ -78,8 +83,8 @@ class CollapsedRenderer(Renderer):
     name = "collapsed"
     output_file_extension = "collapsed.txt"
 
-    def render(self, result: FetchResult) -> bytes:
-        _, names, samples = stacks(result)
+    def render(self, data: ExportInputs) -> bytes:
+        _, names, samples = stacks(_stacks(data))
         # flamegraph.pl splits a line at its last space and its frames at ';': neither may appear in a name.
         clean = [n.replace(";", ",").replace(" ", "_").replace("\n", "_") for n in names]
         merged: dict[str, int] = {}
@@ -97,16 +102,22 @@ class PstatsRenderer(Renderer):
     name = "prof"
     output_file_extension = "prof"
     output_is_binary = True
+    needs = "stats"
 
-    def render(self, result: FetchResult) -> bytes:
-        if result.profiler != "cprofile":
+    def check(self, profiler: str, group_by: tuple[str, ...]) -> None:
+        if profiler != "cprofile":
             raise UsageError("a .prof file holds cProfile data; this result is pyinstrument (try --format speedscope)")
-        if result.group_by:
+        if group_by:
             raise UsageError("a .prof file holds one aggregate; export a selection that does not group (no --per-node)")
+
+    def render(self, data: ExportInputs) -> bytes:
+        self.check(data.profiler, data.group_by)
+        if data.stats is None:
+            raise ValueError("these ExportInputs hold no pstats.Stats (export_inputs(result, stats=True))")
         fd, path = tempfile.mkstemp(suffix=".prof")
         os.close(fd)
         try:
-            result.write_prof(path)
+            data.stats.dump_stats(path)
             with open(path, "rb") as f:
                 return f.read()
         finally:
@@ -123,5 +134,12 @@ def renderer(name: str) -> Renderer:
     return RENDERERS[name]()
 
 
-def _title(result: FetchResult) -> str:
-    return f"{result_title(result)} ({result.profiler}, {result.intervals.num_rows:,} intervals)"
+def _stacks(data: ExportInputs) -> StackData:
+    if data.stacks is None:
+        raise ValueError("these ExportInputs hold no stacks (export_inputs(result, stacks=True))")
+    return data.stacks
+
+
+def _title(data: ExportInputs) -> str:
+    name = title(data.jobs, data.node, data.method, data.arguments)
+    return f"{name} ({data.profiler}, {data.intervals:,} intervals)"

@@ -1,4 +1,5 @@
-"""Call stacks of a fetch result, for flame graphs and the exports (speedscope, collapsed stacks).
+"""Call stacks of a selection, for flame graphs and the exports (speedscope, collapsed stacks), built from
+its roll-ups as plain data (proflake.query.page_data.StackData: read by the query layer; nothing here runs SQL).
 
 pyinstrument results are exact: the selected call trees merged by call path (queries/call_tree.sql).
 cProfile records no stacks, only caller -> callee edges, so its tree is *derived*, as gprof and gprof2dot
@@ -40,10 +41,10 @@ import pyarrow as pa
 from proflake.numbers import percent
 from proflake.render.callgraph import CallGraph, Key, Node, key_label, table_keys
 
-__all__ = ["OTHER", "CallTree", "Key", "Node", "Rollups", "call_tree", "stacks", "unrolled"]
+__all__ = ["OTHER", "CallTree", "Key", "Node", "call_tree", "stacks"]
 
 if TYPE_CHECKING:
-    from proflake.query.profiles import FetchResult
+    from proflake.query.page_data import StackData
 
 OTHER = "[other]"
 
@@ -82,49 +83,14 @@ class CallTree:
         return note
 
 
-def unrolled(result: FetchResult) -> dict[str, Any]:
-    """The roll-up parameters of ``result``'s selection with every group key and --top dropped."""
-    return {**result._selection_params, "by_node": False, "by_modes": False, "by_job_phase": False, "top": None}
-
-
-class Rollups:
-    """The selection's roll-ups as a whole (no group keys, every function), each run once."""
-
-    def __init__(self, result: FetchResult) -> None:
-        self.result = result
-        self._tables: dict[str, pa.Table] = {}
-
-    @classmethod
-    def reusing(cls, result: FetchResult) -> Rollups:
-        """Rollups that start from the fetch's own answers (its functions, and its caller edges if it has
-        them) when those are the whole selection's: no group keys, no --top, sorted by cumtime."""
-        rollups = cls(result)
-        params = result._selection_params
-        if not result.group_by and params.get("top") is None and params.get("sort") == "cumtime":
-            rollups._tables["rollup_cprofile" if result.profiler == "cprofile" else "rollup_pyinstrument"] = result.table
-            if result._callers is not None:
-                rollups._tables["rollup_callers"] = result._callers
-        return rollups
-
-    def get(self, name: str) -> pa.Table:
-        """``name``: rollup_cprofile, rollup_pyinstrument, rollup_callers or call_tree."""
-        if name not in self._tables:
-            params = {**unrolled(self.result), "sort": "cumtime"}
-            self._tables[name] = self.result._profiles._rollup(self.result.intervals, name, params)
-        return self._tables[name]
-
-
-def call_tree(
-    result: FetchResult, budget: int | None = 2000, rollups: Rollups | None = None, floor: float = 1e-6
-) -> CallTree:
+def call_tree(data: StackData, budget: int | None = 2000, floor: float = 1e-6) -> CallTree:
     """The selection's call tree, expanded best first up to ``budget`` nodes (None: no limit); nodes under
     ``floor`` times the total are folded too (a millionth of the total is under a pixel)."""
-    rollups = rollups or Rollups(result)
-    if result.profiler == "pyinstrument":
-        expand, roots = _pyinstrument_source(rollups)
+    if data.profiler == "pyinstrument":
+        expand, roots = _pyinstrument_source(_table(data.call_paths, "call paths"))
         graph = None
     else:
-        graph = CallGraph.of(rollups.get("rollup_cprofile"), rollups.get("rollup_callers"))
+        graph = CallGraph.of(data.functions, _table(data.callers, "caller edges"))
         expand, roots = graph.expand, graph.roots()
     total = sum(r.value for r in roots)
     root = Node(("", 0, "all"), "all", total, 0.0, [])
@@ -136,7 +102,13 @@ def call_tree(
     )
 
 
-def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key], list[str], list[tuple[tuple[int, ...], float]]]:
+def _table(table: pa.Table | None, what: str) -> pa.Table:
+    if table is None:
+        raise ValueError(f"this StackData holds no {what}")
+    return table
+
+
+def stacks(data: StackData, budget: int | None = 50_000) -> tuple[list[Key], list[str], list[tuple[tuple[int, ...], float]]]:
     """Every stack with its own seconds: (frame keys, frame names, [(frame indexes root first, seconds)]).
 
     The stacks are ``call_tree``'s paths. The own seconds add up to the selection's total own time; per
@@ -144,8 +116,7 @@ def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key],
     pruned tree folded away goes to the function's drawn stacks in proportion, or, for a function the
     tree no longer reaches, below the drawn path of its largest caller.
     """
-    rollups = Rollups(result)
-    tree = call_tree(result, budget, rollups)
+    tree = call_tree(data, budget)
     index: dict[Key, int] = {}
     names: list[str] = []
     out: list[tuple[tuple[int, ...], float]] = []
@@ -176,7 +147,7 @@ def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key],
         pending.extend((child, here) for child in reversed(node.children))
     # Make each function's own time exact where the tree was pruned (or rounding moved it): scale the
     # function's stacks to its own time, or, when none is drawn, hang it below its callers' drawn path.
-    own_of = {key: (name, own) for key, name, own in _own_times(rollups)}
+    own_of = {key: (name, own) for key, name, own in _own_times(data)}
     scale = {k: own_of[k][1] / p for k, p in placed.items() if k in own_of and p > 0}
     out = [(path, w * scale.get(k, 1.0)) for (path, w), k in zip(out, leaf)]
     for key, (_, own) in own_of.items():
@@ -193,13 +164,9 @@ def stacks(result: FetchResult, budget: int | None = 50_000) -> tuple[list[Key],
     return keys, names, out
 
 
-def _own_times(rollups: Rollups) -> Iterator[tuple[Key, str, float]]:
-    if rollups.result.profiler == "pyinstrument":
-        table = rollups.get("rollup_pyinstrument")
-        own = table["self_time"].to_pylist()
-    else:
-        table = rollups.get("rollup_cprofile")
-        own = table["tottime"].to_pylist()
+def _own_times(data: StackData) -> Iterator[tuple[Key, str, float]]:
+    table = data.functions
+    own = table["self_time" if data.profiler == "pyinstrument" else "tottime"].to_pylist()
     keys = zip(table["filename"].to_pylist(), table["lineno"].to_pylist(), table["function_name"].to_pylist())
     return ((k, name, o) for k, name, o in zip(keys, table["function"].to_pylist(), own))
 
@@ -265,8 +232,7 @@ def _sort(node: Node) -> None:
         stack.extend(n.children)
 
 
-def _pyinstrument_source(rollups: Rollups) -> tuple[Expand, list[Node]]:
-    rows = rollups.get("call_tree")
+def _pyinstrument_source(rows: pa.Table) -> tuple[Expand, list[Node]]:
     paths = rows["path_id"].to_pylist()
     parents = rows["parent_path_id"].to_pylist()
     keys = table_keys(rows)

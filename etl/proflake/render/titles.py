@@ -6,13 +6,10 @@ steps 5..9 (train)``. The report, the diff page and the exports' names use it; a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proflake.numbers import utc
 from proflake.query.params import STEP_MAX
-
-if TYPE_CHECKING:
-    from proflake.query.result import FetchResult
 
 
 def what(method: str, arguments: Mapping[str, Any]) -> str:
@@ -49,8 +46,3 @@ def title(jobs: Sequence[str], node: str | None, method: str, arguments: Mapping
     parts.append(what(method, arguments))
     return " · ".join(parts)
 
-
-def result_title(result: FetchResult) -> str:
-    """The title of a fetch result's selection (its scope's jobs, or the jobs its intervals come from)."""
-    jobs = result.scope.job_ids or sorted(set(result.intervals["job_id"].to_pylist()))
-    return title(jobs, result.scope.node_id, result.method, result._selection_params)

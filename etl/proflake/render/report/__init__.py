@@ -1,4 +1,5 @@
 """The HTML report of a selection: one self-contained file (inline script, style and data; no network).
+Its pages draw what the query layer read (proflake.query.page_data); proflake.pages joins the two.
 
     >>> report = Profiles("./proflake-store").report()        # the whole job
     >>> report.write("report.html")
@@ -7,8 +8,6 @@
     >>> Profiles("./proflake-store").trend(job_glob="nightly-*").report().write("trend.html")   # the trend page
 """
 
-from proflake.render.report.diff import build_diff_report
-from proflake.render.report.page import Report, build_report
-from proflake.render.report.trend import build_trend_report
+from proflake.render.report.page import Report
 
-__all__ = ["Report", "build_diff_report", "build_report", "build_trend_report"]
+__all__ = ["Report"]

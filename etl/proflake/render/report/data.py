@@ -1,6 +1,7 @@
-"""The data of an HTML report, computed in SQL over the store and handed to the page as one JSON document.
+"""The data of an HTML report, handed to the page as one JSON document, made from what the query layer
+read (proflake.query.page_data.ReportInputs); nothing here runs SQL.
 
-Every number the page shows comes from here: the roll-ups are the fetch methods' own queries
+Every number the page shows comes from there: the roll-ups are the fetch methods' own queries
 (rollup_cprofile, rollup_pyinstrument, rollup_callers, call_tree) over the selection's intervals, the
 step timeline and the phases are queries/report_steps.sql and queries/report_phases.sql. The page only
 sorts, filters and draws.
@@ -16,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from proflake import sql as queries
 from proflake.numbers import utc
-from proflake.render.stacks import Node, Rollups, call_tree, unrolled
-from proflake.render.titles import result_title
+from proflake.render.report.overview import overview
+from proflake.render.stacks import Node, call_tree
+from proflake.render.titles import title
 
 if TYPE_CHECKING:
-    from proflake.query.profiles import FetchResult
+    from proflake.query.page_data import ReportInputs
 
 TOP = 100  # functions kept per sort key (self, total, calls): the table sorts exactly within their union
 TOP_PER_PHASE = 25
@@ -32,45 +33,36 @@ FLAME_BUDGET = 2000  # flame-graph nodes; the rest is folded into "other"
 SLOWEST_STEPS = 10  # node-steps marked on the step timeline, per mode
 
 
-def report_data(result: FetchResult, *, flame_budget: int = FLAME_BUDGET, top: int = TOP) -> dict[str, Any]:
-    """Everything the report page shows about ``result``'s selection, as JSON-ready values."""
-    cprofile = result.profiler == "cprofile"
-    rollups = Rollups(result)
-    functions = _top(_rows(result, rollups.get("rollup_cprofile" if cprofile else "rollup_pyinstrument")), top)
+def report_data(inputs: ReportInputs, *, flame_budget: int = FLAME_BUDGET, top: int = TOP) -> dict[str, Any]:
+    """Everything the report page shows about a selection (``inputs``, as the query layer read them), as
+    JSON-ready values."""
+    cprofile = inputs.profiler == "cprofile"
+    functions = _top(_rows(inputs, inputs.stacks.functions), top)
     data: dict[str, Any] = {
-        "meta": _meta(result),
-        "overview": _overview(result),
-        "steps": _steps(result),
-        "phases": queries.run_named(result._profiles.connection(), "report_phases", _ids(result)).to_pylist(),
+        "meta": _meta(inputs),
+        "overview": overview(inputs),
+        "steps": _steps(inputs),
+        "phases": inputs.phases.to_pylist(),
         "columns": _column_names(cprofile),
         "functions": functions,
-        "per_phase": _per_phase(result),
-        "per_node": _per_node(result, functions),
-        "flame": _flame(result, flame_budget, rollups),
+        "per_phase": _per_phase(inputs),
+        "per_node": _per_node(inputs, functions),
+        "flame": _flame(inputs, flame_budget),
     }
-    data["edges"] = _edges(rollups.get("rollup_callers"), functions) if cprofile else None
+    callers = inputs.stacks.callers
+    data["edges"] = _edges(callers, functions) if cprofile and callers is not None else None
     return data
-
-
-def _ids(result: FetchResult) -> dict[str, Any]:
-    return {"interval_ids": result.intervals["interval_id"].to_pylist()}
-
-
-def _rollup(result: FetchResult, groups: dict[str, bool]) -> list[dict[str, Any]]:
-    """The fetch methods' roll-up of the selection: every function, grouped as ``groups`` say."""
-    name = "rollup_cprofile" if result.profiler == "cprofile" else "rollup_pyinstrument"
-    return _rows(result, result._profiles._rollup(result.intervals, name, {**unrolled(result), **groups, "sort": "cumtime"}))
 
 
 _COLUMNS = ["function", "filename", "lineno", "function_name", "intervals"]
 
 
-def _rows(result: FetchResult, table: pa.Table) -> list[dict[str, Any]]:
+def _rows(inputs: ReportInputs, table: pa.Table) -> list[dict[str, Any]]:
     """``table``'s rows with the profiler's measures under common names: own, total, calls.
 
     (Rows are picked in Python: building an Arrow array of indexes from a list makes pyarrow import
     pandas, a second or more on a busy host.)"""
-    if result.profiler == "cprofile":
+    if inputs.profiler == "cprofile":
         own, total, calls, extra = "tottime", "cumtime", "total_calls", ["primitive_calls"]
     else:
         own, total, calls, extra = "self_time", "total_time", "frames", []
@@ -96,23 +88,23 @@ def _column_names(cprofile: bool) -> dict[str, str]:
     return {"own": "self time", "total": "total time", "calls": "frames"}
 
 
-def _per_phase(result: FetchResult) -> list[dict[str, Any]]:
-    rows = _rollup(result, {"by_job_phase": True})
+def _per_phase(inputs: ReportInputs) -> list[dict[str, Any]]:
+    rows = _rows(inputs, inputs.per_phase)
     by_phase: dict[str, list[dict[str, Any]]] = {}
     for row in rows:  # in the roll-up's order: job phases in smdebug's order
         by_phase.setdefault(row["job_phase"], []).append(row)
     return [{"phase": phase, "functions": _top(functions, TOP_PER_PHASE)} for phase, functions in by_phase.items()]
 
 
-def _per_node(result: FetchResult, selection: list[dict[str, Any]]) -> dict[str, Any] | None:
-    nodes = sorted(set(result.intervals["node_id"].to_pylist()))
-    if len(nodes) < 2:
+def _per_node(inputs: ReportInputs, selection: list[dict[str, Any]]) -> dict[str, Any] | None:
+    nodes = sorted(set(inputs.intervals["node_id"].to_pylist()))
+    if len(nodes) < 2 or inputs.per_node is None:
         return None
     names = [r["function"] for r in selection[:NODE_COMPARISON]]  # in total-time order
     wanted = set(names)
     cells = {
         (r["function"], r["node_id"]): (r["own"], r["total"], r["calls"])
-        for r in _rollup(result, {"by_node": True})
+        for r in _rows(inputs, inputs.per_node)
         if r["function"] in wanted
     }
     return {
@@ -160,11 +152,11 @@ def _edges(edges: pa.Table, functions: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _flame(result: FetchResult, budget: int, rollups: Rollups) -> dict[str, Any]:
+def _flame(inputs: ReportInputs, budget: int) -> dict[str, Any]:
     """The flame graph's frames in pre-order (the tree of render/stacks.py, as the exports draw it), with
     how the tree was made: ``exact``, ``estimated`` (the share of the time placed by estimate) and ``note``,
     the sentence the page shows beside it."""
-    tree = call_tree(result, budget, rollups)
+    tree = call_tree(inputs.stacks, budget)
     out: dict[str, list] = {
         "name": [], "label": [], "file": [], "value": [], "own": [], "depth": [], "folded": [], "estimated": []
     }
@@ -199,10 +191,10 @@ def _flame(result: FetchResult, budget: int, rollups: Rollups) -> dict[str, Any]
     }
 
 
-def _steps(result: FetchResult) -> dict[str, Any]:
+def _steps(inputs: ReportInputs) -> dict[str, Any]:
     """Every node's profiled steps (rows), each step's node skew, and per mode the SLOWEST_STEPS slowest
     node-steps with their step's median over the nodes (the timeline marks them)."""
-    rows = queries.run_named(result._profiles.connection(), "report_steps", _ids(result)).to_pylist()
+    rows = inputs.steps.to_pylist()
     by_step: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
     for r in rows:
         by_step[(r["mode"], r["step"])].append((r["node_id"], r["wall_seconds"]))
@@ -236,19 +228,19 @@ def _steps(result: FetchResult) -> dict[str, Any]:
     }
 
 
-def _meta(result: FetchResult) -> dict[str, Any]:
+def _meta(inputs: ReportInputs) -> dict[str, Any]:
     try:
         release = version("proflake")
     except PackageNotFoundError:  # pragma: no cover - running from a checkout without an install
         release = "unknown"
-    params = {k: v for k, v in result._selection_params.items() if k in _SELECTION_ARGUMENTS}
+    params = {k: v for k, v in inputs.arguments.items() if k in _SELECTION_ARGUMENTS}
     return {
-        "method": result.method,
-        "title": result_title(result),
+        "method": inputs.method,
+        "title": title(inputs.jobs, inputs.node, inputs.method, inputs.arguments),
         "arguments": {k: (None if isinstance(v, float) and v == float("inf") else v) for k, v in params.items()},
-        "profiler": result.profiler,
-        "jobs": result.scope.job_ids,
-        "node": result.scope.node_id,
+        "profiler": inputs.profiler,
+        "jobs": inputs.scope_jobs,
+        "node": inputs.node,
         "generated_at": utc(dt.datetime.now(dt.timezone.utc)),
         "proflake": release,
     }
@@ -256,8 +248,3 @@ def _meta(result: FetchResult) -> dict[str, Any]:
 
 _SELECTION_ARGUMENTS = {"start_time_us", "end_time_us", "start_step", "end_step", "mode", "start_phase", "end_phase", "start_mode", "end_mode"}
 
-
-def _overview(result: FetchResult) -> dict[str, Any]:
-    from proflake.render.report.overview import overview
-
-    return overview(result)

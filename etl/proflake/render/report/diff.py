@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from proflake.errors import UsageError
 from proflake.numbers import percent, utc
 from proflake.render.report.data import FLAME_BUDGET
 from proflake.render.report.page import Report
-from proflake.render.stacks import OTHER, CallTree, Node, Rollups, call_tree
+from proflake.render.stacks import OTHER, CallTree, Node, call_tree
 
 if TYPE_CHECKING:
     from proflake.query.diff import DiffResult, Side
+    from proflake.query.page_data import StackData
 
 
 @dataclass(slots=True)
@@ -42,6 +42,7 @@ class _Frame:
 
 def diff_report_data(
     result: DiffResult,
+    stacks: list[StackData | None],
     *,
     fail_on_total: float | None = None,
     fail_on_function: float | None = None,
@@ -49,9 +50,9 @@ def diff_report_data(
     top: int | None = None,
 ) -> dict[str, Any]:
     """What the diff page shows: ``diff`` is ``result.to_dict(...)`` (the table, total, gate, warnings;
-    the first ``top`` functions), ``flame`` the differential flame graph (each side's tree pruned to
-    ``flame_budget`` nodes)."""
-    trees = [_tree(result, side, flame_budget) for side in (result.base, result.head)]
+    the first ``top`` functions), ``flame`` the differential flame graph of the base's and the head's
+    ``stacks`` (proflake.query.page_data.diff_stacks; each side's tree pruned to ``flame_budget`` nodes)."""
+    trees = [call_tree(data, flame_budget) if data is not None else None for data in stacks]
     document = result.to_dict(fail_on_total, fail_on_function)
     if top is not None:
         document["functions"] = document["functions"][:top]
@@ -60,36 +61,19 @@ def diff_report_data(
 
 def build_diff_report(
     result: DiffResult,
+    stacks: list[StackData | None],
     *,
     fail_on_total: float | None = None,
     fail_on_function: float | None = None,
     flame_budget: int = FLAME_BUDGET,
     top: int | None = None,
 ) -> Report:
-    """The diff page of ``result``; ``.write(path)`` saves it, a notebook shows it inline."""
+    """The diff page of ``result`` and its sides' ``stacks``; ``.write(path)`` saves it, a notebook shows it
+    inline."""
     data = diff_report_data(
-        result, fail_on_total=fail_on_total, fail_on_function=fail_on_function, flame_budget=flame_budget, top=top
+        result, stacks, fail_on_total=fail_on_total, fail_on_function=fail_on_function, flame_budget=flame_budget, top=top
     )
     return Report(data, page="diff")
-
-
-def _tree(result: DiffResult, side: Side, budget: int) -> CallTree | None:
-    """The side's call tree, as the report draws it; None when the side selected nothing. (A cProfile
-    fetch sums its caller edges beside its functions, on a second cursor, and the tree reuses both.)"""
-    if not side.intervals:
-        return None
-    if result._profiles is None:
-        raise UsageError("this DiffResult was not made by Profiles.diff, so it has no profiles to draw")
-    selection = side.selection
-    fetched = result._profiles.fetch(
-        selection.method,
-        job=selection.job,
-        node=selection.node,
-        profiler=result.profiler,
-        callers=result.profiler == "cprofile",
-        **selection.fetch_arguments(),
-    )
-    return call_tree(fetched, budget, Rollups.reusing(fetched))
 
 
 def _divisor(result: DiffResult, side: Side) -> float:

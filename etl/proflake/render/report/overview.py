@@ -1,4 +1,5 @@
-"""The overview section of a report: what the selection holds, and what the store does not have."""
+"""The overview section of a report: what the selection holds, and what the store does not have (from
+proflake.query.page_data.ReportInputs; nothing here runs SQL)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,23 @@ import itertools
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from proflake import sql as queries
 from proflake.numbers import utc
 
 if TYPE_CHECKING:
-    from proflake.query.profiles import FetchResult
+    from proflake.query.page_data import ReportInputs
 
 MAX_LISTED = 50  # gaps and quarantined files listed; the counts are always complete
 
 
-def overview(result: FetchResult) -> dict[str, Any]:
-    intervals = result.intervals
+def overview(inputs: ReportInputs) -> dict[str, Any]:
+    """The selection's jobs, profilers, nodes, modes, intervals, time span, step gaps and quarantine."""
+    intervals = inputs.intervals
     rows = intervals.select(
         ["job_id", "framework", "node_id", "start_mode", "end_mode", "start_step", "end_step", "start_time_us", "end_time_us",
          "source_uri", "source_size", "is_empty"]
     ).to_pylist()
     jobs = sorted({(r["job_id"], r["framework"]) for r in rows})
-    con = result._profiles.connection()
-    scope = result.scope
-    in_scope = queries.run_named(
-        con, "scope", {"job_ids": scope.job_ids, "node_id": scope.node_id, "source_prefix": scope.source_prefix}
-    ).to_pylist()
+    in_scope = inputs.in_scope.to_pylist()
     start = min((r["start_time_us"] for r in rows), default=None)
     end = max((r["end_time_us"] for r in rows), default=None)
     steps: dict[tuple[str, str], set[int]] = defaultdict(set)
@@ -37,7 +34,7 @@ def overview(result: FetchResult) -> dict[str, Any]:
             modes[r["start_mode"]].add(r["start_step"])
     return {
         "jobs": [{"job_id": j, "framework": f} for j, f in jobs],
-        "profiler": result.profiler,
+        "profiler": inputs.profiler,
         "profilers": [{"profiler": r["profiler"], "intervals": r["intervals"]} for r in in_scope],
         "nodes": sorted({r["node_id"] for r in rows}),
         "modes": [
@@ -50,7 +47,7 @@ def overview(result: FetchResult) -> dict[str, Any]:
         "end": _iso(end),
         "span_seconds": (end - start) / 1e6 if start is not None and end is not None else 0.0,
         "gaps": _gaps(steps),
-        "quarantine": _quarantine(result, rows),
+        "quarantine": _quarantine(inputs.quarantine),
     }
 
 
@@ -91,13 +88,11 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(out)
 
 
-def _quarantine(result: FetchResult, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Quarantined files below the selected jobs' folders (the part of a source URI before /framework/)."""
-    bases = sorted({uri.split("/framework/")[0] + "/framework/" for uri in (r["source_uri"] for r in rows) if "/framework/" in uri})
-    if not bases:
+def _quarantine(mine: list[dict[str, Any]]) -> dict[str, Any]:
+    """Quarantined files below the selected jobs' folders (the query layer picked them): their count, and
+    the first MAX_LISTED."""
+    if not mine:
         return {"files": 0, "listed": []}
-    errors = result._profiles.errors().to_pylist()
-    mine = [e for e in errors if any(e["source_uri"].startswith(b) for b in bases)]
     return {
         "files": len(mine),
         "listed": [

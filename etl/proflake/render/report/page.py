@@ -7,13 +7,9 @@ import json
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proflake.errors import ProflakeError
-from proflake.render.report.data import FLAME_BUDGET, report_data
-
-if TYPE_CHECKING:
-    from proflake.query.profiles import FetchResult
 
 
 @cache
@@ -74,7 +70,3 @@ class Report:
             return f"<proflake Report: diff, {len(self.data['diff']['functions'])} functions, {len(self.html):,} bytes>"
         return f"<proflake Report: {self.data['meta']['method']}, {self.data['overview']['intervals']} intervals, {len(self.html):,} bytes>"
 
-
-def build_report(result: FetchResult, *, flame_budget: int = FLAME_BUDGET) -> Report:
-    """The report of ``result``'s selection (its intervals; grouping and --top do not matter)."""
-    return Report(report_data(result, flame_budget=flame_budget))

@@ -6,8 +6,9 @@ change the diff of the jobs either side of it, in one self-contained HTML file.
 
 Every number comes from the TrendResult (the series, the changes) or from ``Profiles.diff`` of the last
 job before a change and the first after it (``match="line"``, so the functions are named as the trend
-names them). The diffs of the ``max_diffs`` largest changes are embedded (each job pair once); the page
-names the ``proflake diff`` command that draws the full diff page of any change. Texts a person reads are
+names them; the query layer runs them, proflake.query.page_data.trend_diffs: nothing here runs SQL). The
+diffs of the ``max_diffs`` largest changes are embedded (each job pair once); the page names the
+``proflake diff`` command that draws the full diff page of any change. Texts a person reads are
 formatted here with proflake.numbers, as the terminal formats them; the raw values sit beside them.
 """
 
@@ -24,6 +25,8 @@ from proflake.render.report.diff import _meta
 from proflake.render.report.page import Report
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from proflake.query.diff import DiffResult
     from proflake.query.trend import TrendResult
 
@@ -32,17 +35,24 @@ MAX_DIFFS = 20  # changes whose diff is embedded, the largest first
 DIFF_ROWS = 10  # functions in each embedded diff table (and the changed one, when it is not among them)
 
 
+def check_options(top: int, max_diffs: int, diff_rows: int = DIFF_ROWS) -> None:
+    """Refuse counts the page cannot show (before any diff is run for it)."""
+    if top < 0 or max_diffs < 0 or diff_rows < 1:
+        raise UsageError(f"top ({top}) and max_diffs ({max_diffs}) must be 0 or more, diff_rows ({diff_rows}) at least 1")
+
+
 def trend_report_data(
-    result: TrendResult, *, top: int = TOP, max_diffs: int = MAX_DIFFS, diff_rows: int = DIFF_ROWS,
-    fail_on: float | None = None,
+    result: TrendResult, diffs: Mapping[int, DiffResult], *, top: int = TOP, max_diffs: int = MAX_DIFFS,
+    diff_rows: int = DIFF_ROWS, fail_on: float | None = None, store: str | None = None,
 ) -> dict[str, Any]:
     """What the trend page shows: ``jobs`` in start order, ``charts`` (the total first, then the functions
     that changed, then the largest, ``top`` functions in all), ``changes`` (the TrendResult's, with texts),
     ``diffs`` (per job pair either side of one of the ``max_diffs`` largest changes: the diff's total and
     its first ``diff_rows`` functions), the ``proflake diff`` command of every change, and with ``fail_on``
-    the gate's verdict on the newest job (``TrendResult.to_dict``'s ``gate``)."""
-    if top < 0 or max_diffs < 0 or diff_rows < 1:
-        raise UsageError(f"top ({top}) and max_diffs ({max_diffs}) must be 0 or more, diff_rows ({diff_rows}) at least 1")
+    the gate's verdict on the newest job (``TrendResult.to_dict``'s ``gate``). ``diffs`` are the diffs of
+    the ``max_diffs`` largest changes by index into ``result.changes``, largest first
+    (proflake.query.page_data.trend_diffs); ``store`` the store the commands name (None: the default one)."""
+    check_options(top, max_diffs, diff_rows)
     rows = result.series.to_pylist()
     index = {job: i for i, job in enumerate(result.jobs)}
     n = len(result.jobs)
@@ -57,8 +67,8 @@ def trend_report_data(
         arrays["mean"][i] = r["own_mean_s"]
         arrays["sd"][i] = math.sqrt(max(r["own_spread_s2"] or 0.0, 0.0))
     charted = _charted(result, by_function, top)
-    changes = [_change(result, c, k) for k, c in enumerate(result.changes)]
-    diffs = _diffs(result, changes, max_diffs, diff_rows)
+    changes = [_change(result, c, k, store) for k, c in enumerate(result.changes)]
+    embedded = _diffs(changes, diffs, diff_rows)
     charts = []
     for function in charted:
         arrays = by_function.get(function, {"mean": [0.0] * n, "sd": [0.0] * n})
@@ -84,7 +94,7 @@ def trend_report_data(
         "jobs": [{"id": job, "start": starts[i], "steps": steps[i]} for i, job in enumerate(result.jobs)],
         "charts": charts,
         "changes": changes,
-        "diffs": diffs,
+        "diffs": embedded,
         "diffs_embedded": sum(1 for c in changes if c["diff"] is not None),
         "max_diffs": max_diffs,
         "gate": result.to_dict(fail_on)["gate"] if fail_on is not None else None,
@@ -92,15 +102,20 @@ def trend_report_data(
 
 
 def build_trend_report(
-    result: TrendResult, *, top: int = TOP, max_diffs: int = MAX_DIFFS, diff_rows: int = DIFF_ROWS,
-    fail_on: float | None = None,
+    result: TrendResult, diffs: Mapping[int, DiffResult], *, top: int = TOP, max_diffs: int = MAX_DIFFS,
+    diff_rows: int = DIFF_ROWS, fail_on: float | None = None, store: str | None = None,
 ) -> Report:
-    """The trend page of ``result``; ``.write(path)`` saves it, a notebook shows it inline."""
-    data = trend_report_data(result, top=top, max_diffs=max_diffs, diff_rows=diff_rows, fail_on=fail_on)
+    """The trend page of ``result`` and its changes' ``diffs``; ``.write(path)`` saves it, a notebook shows it
+    inline."""
+    data = trend_report_data(
+        result, diffs, top=top, max_diffs=max_diffs, diff_rows=diff_rows, fail_on=fail_on, store=store
+    )
     return Report(data, page="trend")
 
 
-def diff_command(result: TrendResult, base: str, head: str, out: str = "diff.html") -> list[str]:
+def diff_command(
+    result: TrendResult, base: str, head: str, out: str = "diff.html", store: str | None = None
+) -> list[str]:
     """The ``proflake diff`` command whose page is the full diff of ``base`` and ``head`` as embedded."""
     command = ["proflake", "diff", base, head, "--profiler", result.profiler, "--match", "line"]
     if result.node:
@@ -109,29 +124,9 @@ def diff_command(result: TrendResult, base: str, head: str, out: str = "diff.htm
         command += ["--alpha", f"{result.alpha:g}"]
     if result.min_share != 0.01:
         command += ["--min-share", f"{result.min_share * 100:g}"]
-    location = _store_location(result)
-    if location is not None:
-        command += ["--store", location]
+    if store is not None:
+        command += ["--store", store]
     return [*command, "--format", "html", "-o", out]
-
-
-def diff_of(result: TrendResult, base: str, head: str) -> DiffResult:
-    """``Profiles.diff`` of two of the trend's jobs, as the page and its command compare them."""
-    profiles = result._profiles
-    if profiles is None:
-        raise UsageError("this TrendResult was not made by Profiles.trend, so it has no profiles to diff")
-    return profiles.diff(
-        {"job": base, "node": result.node}, {"job": head, "node": result.node}, profiler=result.profiler,
-        match="line", alpha=result.alpha, min_share=result.min_share,
-    )
-
-
-def _store_location(result: TrendResult) -> str | None:
-    from proflake.store.location import default_store_location
-
-    profiles = result._profiles
-    location = getattr(getattr(profiles, "store", None), "location", None)
-    return None if location is None or location == default_store_location() else str(location)
 
 
 def _charted(result: TrendResult, by_function: dict[Any, dict[str, list[float]]], top: int) -> list[Any]:
@@ -151,7 +146,7 @@ def _charted(result: TrendResult, by_function: dict[Any, dict[str, list[float]]]
     return out
 
 
-def _change(result: TrendResult, c: dict[str, Any], k: int) -> dict[str, Any]:
+def _change(result: TrendResult, c: dict[str, Any], k: int, store: str | None) -> dict[str, Any]:
     at = c["job_index"] - 1  # the first job after the change, 0-based
     base, head = result.jobs[at - 1], result.jobs[at]
     return {
@@ -175,21 +170,21 @@ def _change(result: TrendResult, c: dict[str, Any], k: int) -> dict[str, Any]:
             "jobs": f"{count(c['before_jobs'])} jobs ({count(c['before_steps'])} steps) vs "
                     f"{count(c['after_jobs'])} ({count(c['after_steps'])} steps)",
         },
-        "command": shlex.join(diff_command(result, base, head)),
+        "command": shlex.join(diff_command(result, base, head, store=store)),
         "diff": None,
     }
 
 
-def _diffs(result: TrendResult, changes: list[dict[str, Any]], max_diffs: int, rows: int) -> dict[str, Any]:
-    """The diffs of the job pairs either side of the ``max_diffs`` largest changes; each change gets the
-    key of its pair's diff in ``diff`` (None beyond the cap)."""
-    ranked = sorted(changes, key=lambda c: (-(abs(c["change"]) if c["change"] is not None else math.inf), c["id"]))
-    pairs: dict[str, tuple[str, str, set[Any]]] = {}
-    for c in ranked[:max_diffs]:
+def _diffs(changes: list[dict[str, Any]], diffs: Mapping[int, DiffResult], rows: int) -> dict[str, Any]:
+    """The embedded diffs, one per job pair, in the order of ``diffs`` (the largest change first); each
+    change with a diff gets its pair's key in ``diff`` (the others keep None: beyond the cap)."""
+    pairs: dict[str, tuple[DiffResult, set[Any]]] = {}
+    for k, diff in diffs.items():
+        c = changes[k]
         key = f"{c['base_job']}\u2192{c['job_id']}"
-        pairs.setdefault(key, (c["base_job"], c["job_id"], set()))[2].add(c["function"])
+        pairs.setdefault(key, (diff, set()))[1].add(c["function"])
         c["diff"] = key
-    return {key: _compact(diff_of(result, base, head), rows, functions) for key, (base, head, functions) in pairs.items()}
+    return {key: _compact(diff, rows, functions) for key, (diff, functions) in pairs.items()}
 
 
 def _compact(diff: DiffResult, rows: int, changed: set[Any]) -> dict[str, Any]:
