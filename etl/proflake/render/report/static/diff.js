@@ -2,7 +2,6 @@
    (common.js): D.diff is DiffResult.to_dict(), D.flame the two sides' call trees merged by call path. */
   var X = D.diff, T = X.total, U = D.flame.unit;
   function signedPct(r) { return r === null || r === undefined ? "new" : (r >= 0 ? "+" : "") + (100 * r).toFixed(1) + "%"; }
-  function signedSec(x) { return x === null || x === undefined ? "" : (x >= 0 ? "+" : "") + sec(x); }
   function ciPct(lo, hi, base) { return lo === null || !base ? "" : signedPct(lo / base) + " … " + signedPct(hi / base); }
   var PER = U === "s/step" ? "/step" : "/s";  // each side's seconds per sample, or per wall second
   function perUnit(x) { return x === null || x === undefined ? "" : seconds(x) + PER; }
@@ -83,10 +82,10 @@
       },
       tip: function (j) {
         var lines = [F.name[j] + (F.file[j] ? "\n" + F.file[j] : "")];
-        lines.push("base: " + sec(F.base[j]) + " " + U + " inclusive, " + sec(F.base_own[j]) + " own");
-        lines.push("head: " + sec(F.head[j]) + " " + U + " inclusive, " + sec(F.head_own[j]) + " own");
-        lines.push("change: " + signedSec(F.head[j] - F.base[j]) + " " + U + " inclusive (" + (F.base[j] > 0 ? signedPct((F.head[j] - F.base[j]) / F.base[j]) : "new") + "), " +
-          signedSec(F.head_own[j] - F.base_own[j]) + " own");
+        lines.push("base: " + seconds(F.base[j]) + PER + " inclusive, " + seconds(F.base_own[j]) + PER + " own");
+        lines.push("head: " + seconds(F.head[j]) + PER + " inclusive, " + seconds(F.head_own[j]) + PER + " own");
+        lines.push("change: " + signedSeconds(F.head[j] - F.base[j]) + PER + " inclusive (" + (F.base[j] > 0 ? signedPct((F.head[j] - F.base[j]) / F.base[j]) : "new") + "), " +
+          signedSeconds(F.head_own[j] - F.base_own[j]) + PER + " own");
         if (F.folded[j]) lines.push(F.folded[j] + " smaller frames folded here");
         if (F.estimated && F.estimated[j]) lines.push("this path is an estimate (a function on it is called from several places)");
         return lines.join("\n");
@@ -94,7 +93,7 @@
       status: function (outer) {
         var b = 0, h = 0;
         outer.forEach(function (k) { b += F.base[k]; h += F.head[k]; });
-        return "matched: base " + sec(b) + " → head " + sec(h) + " " + U + " (" + (b > 0 ? signedPct((h - b) / b) : "new") + ")";
+        return "matched: base " + seconds(b) + PER + " → head " + seconds(h) + PER + " (" + (b > 0 ? signedPct((h - b) / b) : "new") + ")";
       }
     });
     pick.addEventListener("change", function () { by = pick.value; graph.recolour(); });

@@ -264,13 +264,13 @@
       legend: "widths are inclusive seconds.",
       fill: function (j) { return F.name[j] === "[other]" ? "#c9ced6" : j === 0 ? "#e8b37a" : hue(F.name[j]); },
       tip: function (j) {
-        return F.name[j] + (F.file[j] ? "\n" + F.file[j] : "") + "\n" + sec(F.value[j]) + " s inclusive (" + pct(F.value[j], total) + " of all)" +
-          "\n" + sec(F.own[j]) + " s own" + (F.folded[j] ? "\n" + F.folded[j] + " smaller frames folded here" : "") +
+        return F.name[j] + (F.file[j] ? "\n" + F.file[j] : "") + "\n" + seconds(F.value[j]) + " inclusive (" + share(F.value[j], total) + " of all)" +
+          "\n" + seconds(F.own[j]) + " own" + (F.folded[j] ? "\n" + F.folded[j] + " smaller frames folded here" : "") +
           (F.estimated && F.estimated[j] ? "\nthis path is an estimate (a function on it is called from several places)" : "");
       },
       status: function (outer) {
         var matched = outer.reduce(function (a, k) { return a + F.value[k]; }, 0);
-        return "matched: " + sec(matched) + " s (" + pct(matched, total) + ")";
+        return "matched: " + seconds(matched) + " (" + share(matched, total) + ")";
       }
     });
   })();
