@@ -72,7 +72,9 @@ class Engine:
         query first names it, at the version it had when the connection was made (a Snapshot): a command
         pays for the tables it reads, ~10 ms each, and still sees one version of each."""
         if self._snapshot is None:
-            snapshot = Snapshot(self.store, defer_copy=True)  # the copy of intervals: _held_intervals
+            # The copy of intervals waits for _held_intervals on a local store. On S3 it is made at once,
+            # where the store's reachability and permissions are found and explained (store/faults.py).
+            snapshot = Snapshot(self.store, defer_copy=not self.store.is_remote)
             queries.install_macros(snapshot.con)
             self.bounds.configure(snapshot.con)
             self._snapshot, self._con, self._files = snapshot, snapshot.con, snapshot.files
