@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sources", "readers", "layout"),
     ("docs",),
     ("views",),
-    ("sql", "schema", "modes", "times", "numbers"),
+    ("sql", "schema", "modes", "times", "numbers", "formats"),
     ("errors", "resources", "_lazy"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}

@@ -70,11 +70,11 @@ def test_plain_file_options_are_checked(runner, tmp_path):
     result = runner.invoke(cli, ["ingest", str(PY313), "--node", "n", "--store", str(tmp_path / "s")])
     assert result.exit_code == ExitCode.USAGE and "plain files need --job ID" in result.stderr
     result = runner.invoke(cli, ["ingest", str(LEGACY), "--step", "3", "--store", str(tmp_path / "s")])
-    assert result.exit_code == ExitCode.USAGE and "--step and --mode are for plain files" in result.stderr
+    assert result.exit_code == ExitCode.USAGE and "--step, --mode, --format and --sample-rate are for plain files" in result.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     result = runner.invoke(cli, ["ingest", str(empty), "--job", "j", "--node", "n", "--store", str(tmp_path / "s")])
-    assert result.exit_code == ExitCode.FAILURE and "no .prof, .pstats or .json file in" in result.stderr
+    assert result.exit_code == ExitCode.FAILURE and "no .prof, .pstats or .json file, nor any other format proflake reads, in" in result.stderr
 
 
 def test_a_source_without_stats_files_fails_and_says_what_it_holds(runner, tmp_path):
@@ -108,11 +108,12 @@ def test_swapped_source_and_store_is_named_and_an_empty_source_can_be_allowed(ru
     assert again.exit_code == 0 and again.stderr.startswith("nothing new")
 
 
-def test_plain_files_are_named_as_the_layout_reads_them():
-    from proflake import layout
-    from proflake.sources import plain
-
-    assert (plain.CPROFILE_FILE, plain.PYINSTRUMENT_JSON_FILE) == (layout.CPROFILE_FILE, layout.PYINSTRUMENT_JSON_FILE)
+def test_plain_files_are_filed_under_their_own_layout_and_framework(runner, tmp_path):
+    """No smdebug path is made up for them: layout plain, framework plain, the file's own path."""
+    store = str(tmp_path / "store")
+    assert runner.invoke(cli, ["ingest", str(PY313), "--job", "j", "--node", "n", "--store", store]).exit_code == 0
+    (row,) = Profiles(store).list_profile_stats().to_pylist()
+    assert (row["layout"], row["framework"], row["source_uri"]) == ("plain", "plain", str(PY313))
 
 
 # -- deep call trees ---------------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ def test_a_deep_recursion_in_a_loose_pyinstrument_file_ingests_with_its_session_
 def test_the_session_times_of_any_prefix_of_a_deep_file_are_read_or_left_out(tmp_path):
     """The planner reads the times of whatever it is given without raising: all of a prefix's fields, or
     none (the reader then says what is wrong with the file)."""
-    from proflake.sources.plain import _pyinstrument_session
+    from proflake.formats.sniff import session_times as _pyinstrument_session
 
     session = json.loads(PYI.read_bytes())
     times = (session["start_time"], session["duration"])

@@ -7,6 +7,11 @@ Three namings exist in the wild:
 * smdebug-legacy (TensorFlow jobs before modes and phases existed):
   ``{base}/framework/{framework}/cProfile/{start_us}_{end_us}_{node_id}_{step}/python_stats``
 
+* plain (files outside smdebug's layout, ``proflake ingest FILE --job J --node N``): no path naming at
+  all; proflake.sources.plain plans each file's interval and :func:`plain_interval` files it. (Stores
+  written before the layout existed hold such files as layout ``smdebug``, framework ``plain``: their
+  rows read as they were written.)
+
 * smdebug-folder (a profiler folder outside ``framework/``, read as smdebug's readers read
   ``local_profile_dir``): ``{anything}/{folder}/{node_id}/{current interval naming}/{file}``, e.g. the
   ``{local_profile_dir}/python_stats/`` smdebug downloads S3 jobs into, or ``aws s3 sync
@@ -56,8 +61,13 @@ class IntervalPath:
     end_step: int | None  # None for '*'
     end_phase: str
     end_time_us: float
-    layout: str  # smdebug | smdebug-legacy | smdebug-folder
+    layout: str  # smdebug | smdebug-legacy | smdebug-folder | plain
     file_name: str
+    source_format: str = ""  # the format the parse workers are told (proflake.formats.task_format); "": the profiler's
+
+    @property
+    def task_format(self) -> str:
+        return self.source_format or self.profiler
 
     @property
     def job_phase(self) -> str:
@@ -229,4 +239,22 @@ def _parse_legacy(parts: tuple[str, ...], file_name: str) -> IntervalPath:
         end_time_us=end_time_us,
         layout="smdebug-legacy",
         file_name=file_name,
+    )
+
+
+def plain_interval(
+    base: tuple[str, ...], profiler: str, node_id: str, mode: str, step: int, start_time_us: float, end_time_us: float,
+    file_name: str, task_format: str,
+) -> IntervalPath:
+    """The interval of a file outside smdebug's layout: one step, ``{mode}-{step}-stepstart`` to
+    ``{mode}-{step}-stepend``, as smdebug would have named it (proflake.sources.plain plans the values)."""
+    _times(repr(start_time_us), repr(end_time_us), file_name)
+    checked_step = _step(str(step), None, file_name)
+    assert checked_step is not None
+    mode = _check_name("mode", mode, MODE_LABELS, file_name)
+    return IntervalPath(
+        base=base, framework="plain", profiler=profiler, node_id=node_id,
+        start_mode=mode, start_step=checked_step, start_phase="stepstart", start_time_us=start_time_us,
+        end_mode=mode, end_step=checked_step, end_phase="stepend", end_time_us=end_time_us,
+        layout="plain", file_name=file_name, source_format=task_format,
     )

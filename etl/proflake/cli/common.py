@@ -138,7 +138,7 @@ def _emit_terminal(
         say(fit_message("every row: " + ", ".join(f"{name} {value}" for name, value in same.items()), width))
     if omitted:
         per = " per group" if group_by else ""
-        more = "--top N to show more, or " if kind in ("cprofile", "pyinstrument") else ""
+        more = "--top N to show more, or " if kind in PROFILERS else ""
         say(fit_message(f"… {omitted:,} more row(s) not shown (the first {TERMINAL_ROWS}{per}); "
                         f"{more}--format csv|json, --output FILE or a pipe for every row", width))
     if drawn.dropped:

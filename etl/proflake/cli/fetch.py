@@ -18,6 +18,7 @@ from proflake.cli.common import (
     store_option,
 )
 from proflake.errors import ProflakeError
+from proflake.formats import is_caller_graph
 from proflake.query.names import SORT_KEYS
 from proflake.query.registry import FETCH_METHODS, REQUIRED, FetchMethod
 
@@ -76,7 +77,7 @@ def _check_star(ctx: click.Context, end_step: str | None) -> None:
 
 
 def _write_prof(result: FetchResult, path: str) -> None:
-    if result.profiler != "cprofile":
+    if not is_caller_graph(result.profiler):
         raise ProflakeError("--prof needs cProfile data; this result is pyinstrument")
     if result.group_by:
         raise ProflakeError("--prof writes one aggregate; use it with a fetch that does not group (no --per-node, not by-*-phase)")

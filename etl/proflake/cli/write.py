@@ -14,6 +14,7 @@ from proflake.cli.common import (
 )
 from proflake.cli.signals import graceful_termination
 from proflake.errors import ExitCode
+from proflake.formats import FORMATS
 
 if TYPE_CHECKING:
     from proflake.sources.settings import S3Config
@@ -37,31 +38,40 @@ if TYPE_CHECKING:
               help="With --executor spark: below N new files, parse on the local pool instead (a Spark job costs seconds before its first file).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")
 @click.option("--allow-empty", is_flag=True, help="Succeed when SOURCE holds no stats file (a nightly run over a prefix that may be empty).")
-@click.option("--node", metavar="ID", help="Plain files: SOURCE is a .prof/.pstats/pyinstrument .json file or a folder of them, all of node ID (needs --job).")
-@click.option("--step", type=int, help="Plain files: the first file's step (default 0); the next files, in name order, the steps after it.")
+@click.option("--node", metavar="ID", help="Plain files: SOURCE is a profile file of any format proflake reads (docs/formats.md) or a folder of them, all of node ID (needs --job).")
+@click.option("--step", type=int, help="Plain files: the first file's step (default 0); the next files, in name order, the steps after it (unless their names or --pattern say theirs).")
 @click.option("--mode", metavar="MODE", help="Plain files: the steps' mode (default train).")
+@click.option("--format", "format_name", metavar="NAME", help=f"Plain files: read every file as this format ({', '.join(FORMATS)}) instead of detecting it.")
+@click.option("--sample-rate", type=float, metavar="HZ", help="Plain files: samples per second of collapsed stacks or speedscope profiles whose file does not say (py-spy's default: 100).")
+@click.option("--pattern", metavar="PATTERN", help="Plain files: where node, step and mode are in the paths below SOURCE, e.g. '{node}/step-{step}.*' (docs/formats.md).")
 def ingest(
     source: str, store: Store, job: str | None, full_refresh: bool, wait: float, workers: int | None,
     max_file_mb: float, worker_memory_mb: int, as_json: bool, allow_empty: bool, node: str | None,
     step: int | None, mode: str | None, s3: S3Config, executor: str, spark_min_files: int,
+    format_name: str | None, sample_rate: float | None, pattern: str | None,
 ) -> None:
     """Ingest the stats files under SOURCE: a folder or s3://bucket/prefix holding a job's framework/ tree,
     several jobs, or any folder inside one. Only new or changed files are read. With --job and --node,
-    SOURCE is a plain cProfile (.prof, .pstats) or pyinstrument (.json) file, or a folder of them."""
+    SOURCE is a plain profile file (cProfile, pyinstrument, speedscope, py-spy, austin, collapsed stacks:
+    docs/formats.md), or a folder of them."""
     from proflake.cli.progress import progress_for_stderr
     from proflake.operations import ingest as run_ingest
 
     target: object = source
-    if node is not None:
+    if node is not None or pattern is not None:
         from proflake.sources.plain import PlainFilesSource
 
         if job is None:
-            raise click.UsageError("plain files need --job ID as well as --node ID")
-        target = PlainFilesSource(source, node_id=node, step=step or 0, mode=mode or "train")
+            raise click.UsageError(f"plain files need --job ID as well as {'--node ID' if node is not None else '--pattern'}")
+        target = PlainFilesSource(source, node_id=node, step=step or 0, mode=mode or "train", format_name=format_name,
+                                  sample_rate_hz=sample_rate, pattern=pattern)
         for file in target.files:
-            say(f"{file.path}: {file.profiler}, node {node}, {target.mode} step {file.step}, times from its {file.time_source}")
-    elif step is not None or mode is not None:
-        raise click.UsageError("--step and --mode are for plain files, with --job and --node")
+            say(f"{file.path}: {file.format}, node {file.node_id}, {file.mode} step {file.step}, "
+                f"times from its {file.time_source}; time in {file.unit}")
+        for skipped in target.skipped[:20]:
+            say(f"skipped (no format proflake reads{', or not --pattern' if pattern else ''}): {skipped}")
+    elif step is not None or mode is not None or format_name is not None or sample_rate is not None:
+        raise click.UsageError("--step, --mode, --format and --sample-rate are for plain files, with --job and --node")
     progress = progress_for_stderr()
     try:
         with graceful_termination():

@@ -316,9 +316,9 @@ class Batch:
                     continue
                 pending[index] = (candidate, keys)
                 if local:
-                    yield Task(index, candidate.path.profiler, b"", interval, path=obj.uri, size=obj.size)
+                    yield Task(index, candidate.path.task_format, b"", interval, path=obj.uri, size=obj.size)
                 else:
-                    yield Task(index, candidate.path.profiler, data, interval)
+                    yield Task(index, candidate.path.task_format, data, interval)
 
         # Fewer workers than cores: each writes its files on a thread while it parses on.
         background = pool.size < (os.cpu_count() or 1)

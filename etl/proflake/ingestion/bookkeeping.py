@@ -14,6 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from proflake.errors import StoreError
+from proflake.formats import FAMILIES
 from proflake.ingestion.commit import clear_spool
 from proflake.ingestion.manifest import Manifest, bounded_duckdb
 from proflake.ingestion.report import IngestReport
@@ -197,7 +198,7 @@ def delete_dead_batches(store: Store, live_batches: set[str]) -> list[str]:
 # by a later batch has them all equal, and another interval_id.
 INTERVAL_KEYS = ("job_id", "node_id", "start_mode", "start_step", "start_phase", "start_time_us",
                  "end_mode", "end_step", "end_phase", "end_time_us")
-FACT_PROFILER = {"function_stats": "cprofile", "function_callers": "cprofile", "pyinstrument_frames": "pyinstrument"}
+FACT_PROFILER = {table: f.profiler for f in FAMILIES.values() for table in f.tables}
 
 
 def restored_by_live(name: str, alias: str = "f") -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from proflake.errors import LayoutError, ProflakeError
+from proflake.ingestion.planned import planned_path
 from proflake.ingestion.report import IngestReport, Progress
 from proflake.layout import (
     PYINSTRUMENT_HTML_FILE,
@@ -29,6 +30,7 @@ from proflake.layout import (
     parse_stats_path,
 )
 from proflake.sources import Source, SourceObject
+from proflake.sources.plain import PlainFilesSource
 
 if TYPE_CHECKING:
     from proflake.ingestion.manifest import Manifest
@@ -130,6 +132,7 @@ def discover(
         elif folder.json is None and folder.html is not None and _parsed_path(folder.html, report, fail) is not None:
             report.unrecognised.append(folder.html.uri)  # an html without its json holds nothing to ingest
 
+    planned = src.planned if isinstance(src, PlainFilesSource) else None  # plain files: uri -> its PlainFile
     objects = _counted(src.list(), report, bar)
     if manifest is not None:
         # The unchanged files and the htmls beside an unchanged json never come back from the store's
@@ -147,6 +150,13 @@ def discover(
                 report.unrecognised.append(obj.uri)
             continue
         name = obj.parts[-1]
+        if planned is not None:  # plain files: the source planned each one's interval
+            path = planned_path(obj, planned(obj.uri), fail)
+            if path is not None:
+                listing.add((job_id or "default", path.node_id, path.start_time_us, obj.uri.replace("/", "\x00"),
+                             _path_fields(path), _object_fields(obj), None))
+                listed(obj)
+            continue
         if name in (PYINSTRUMENT_HTML_FILE, PYINSTRUMENT_JSON_FILE):
             if not folders or folders[-1].parts != obj.parts[:-1]:
                 folders.append(_Folder(obj.parts[:-1]))

@@ -20,13 +20,18 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+from proflake.formats import FAMILIES
 from proflake.ingestion.bookkeeping import FACT_PROFILER, delete_restored_facts, has_table, restored_by_live
 from proflake.ingestion.findings import CheckReport, Finding
 from proflake.schema import DERIVED_TABLES
 from proflake.store.rollups import PHASE_TABLES, fresh_jobs, live_fingerprints, refresh_phase_rollups
 from proflake.store.store import FACT_TABLES, Store, raw_view, sql_string
 
-HOLDS_ROWS = {"cprofile": "profiler = 'cprofile' AND function_count > 0", "pyinstrument": "profiler = 'pyinstrument' AND NOT is_empty"}
+# What says an interval of each table family wrote fact rows (a caller graph counts functions, a call tree is empty or not).
+HOLDS_ROWS = {
+    f.profiler: f"profiler = '{f.profiler}' AND " + ("function_count > 0" if f.counts_calls else "NOT is_empty")
+    for f in FAMILIES.values()
+}
 
 
 @dataclass

@@ -24,6 +24,14 @@ class EmptySourceError(SourceError):
 
 def require_stats_files(src: Source) -> None:
     """Return at the first stats file ``src`` lists; raise EmptySourceError naming what it found if none."""
+    planned = getattr(src, "files", None)  # plain files (sources.plain): the files it planned
+    if planned is not None:
+        if planned:
+            return
+        raise EmptySourceError(
+            f"no .prof, .pstats or .json file, nor any other format proflake reads, in {src.uri!r}; pass a "
+            "profile file or the folder holding them (docs/formats.md; --allow-empty accepts an empty source)"
+        )
     suffixes: Counter[str] = Counter()
     files = 0
     store_like = False
@@ -34,11 +42,6 @@ def require_stats_files(src: Source) -> None:
         files += 1
         suffixes[PurePosixPath(name).suffix or "(no suffix)"] += 1
         store_like = store_like or "_delta_log" in obj.parts
-    if getattr(src, "files", None) == []:  # plain files (sources.plain): none with a stats suffix
-        raise EmptySourceError(
-            f"no .prof, .pstats or .json file in {src.uri!r}; pass a cProfile or pyinstrument file, or the folder "
-            "holding them (--allow-empty accepts an empty source)"
-        )
     looked = "found no python_stats or python_stats.json file (smdebug's layout)"
     if files == 0:
         found = "it is empty"

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from proflake.errors import UnknownNameError, UsageError
+from proflake.formats import DEFAULT_PROFILER
 from proflake.query.diff_table import (  # noqa: F401 - part of the API
     DIFF_SCHEMA,
     TABLE_COLUMNS,
@@ -253,7 +254,7 @@ def diff(
 def _common_profiler(profiles: Profiles, sides: list[Selection], profiler: str | None) -> str:
     """The profiler both sides are compared on: the one asked for, else cProfile when both have it."""
     chosen = [
-        profiles.scope(job=s.job, all_jobs=False, node=s.node, profiler=profiler).profiler or "cprofile"
+        profiles.scope(job=s.job, all_jobs=False, node=s.node, profiler=profiler).profiler or DEFAULT_PROFILER
         for s in sides
     ]
     if chosen[0] != chosen[1]:

@@ -3,7 +3,8 @@ methods themselves are in proflake.query.registry)."""
 
 from __future__ import annotations
 
-PROFILERS = ("cprofile", "pyinstrument")
+from proflake.formats import PROFILERS  # noqa: F401 - what --profiler names: the table families (proflake.formats)
+
 SORT_KEYS = ("cumtime", "tottime", "ncalls", "pcalls")
 DIFF_PER = ("step", "second")  # what proflake diff normalises by
 DIFF_MATCH = ("name", "line")  # how it pairs functions across the two sides

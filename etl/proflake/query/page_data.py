@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from proflake import sql as queries
 from proflake.errors import UsageError
+from proflake.formats import family, is_caller_graph
 
 if TYPE_CHECKING:
     import pstats
@@ -114,7 +115,7 @@ def unrolled(result: FetchResult) -> dict[str, Any]:
 
 
 def _functions_rollup(profiler: str) -> str:
-    return "rollup_cprofile" if profiler == "cprofile" else "rollup_pyinstrument"
+    return f"rollup_{family(profiler).profiler}"
 
 
 def stack_data(result: FetchResult, *, reuse: bool = False) -> StackData:
@@ -128,7 +129,7 @@ def stack_data(result: FetchResult, *, reuse: bool = False) -> StackData:
         return result._profiles._rollup(result.intervals, name, params)
 
     functions = result.table if whole else rollup(_functions_rollup(result.profiler))
-    if result.profiler == "cprofile":
+    if is_caller_graph(result.profiler):
         callers = result._callers if whole and result._callers is not None else rollup("rollup_callers")
         return StackData(result.profiler, functions, callers=callers)
     return StackData(result.profiler, functions, call_paths=rollup("call_tree"))
@@ -191,7 +192,7 @@ def _side_stacks(result: DiffResult, side: Side) -> StackData | None:
         job=selection.job,
         node=selection.node,
         profiler=result.profiler,
-        callers=result.profiler == "cprofile",
+        callers=is_caller_graph(result.profiler),
         **selection.fetch_arguments(),
     )
     return stack_data(fetched, reuse=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from proflake.errors import UnknownNameError, UsageError
+from proflake.formats import DEFAULT_PROFILER, PROFILERS, is_caller_graph
 from proflake.modes import PythonProfileModes, StepPhase
 from proflake.query import arrowfn
 from proflake.query.engine import Engine
@@ -136,7 +137,7 @@ class Profiles(Engine):
         )
         by_profiler = {row["profiler"]: row for row in summary}
         if profiler is None and default_profiler:
-            profiler = "cprofile" if "cprofile" in by_profiler or not by_profiler else "pyinstrument"
+            profiler = next((p for p in PROFILERS if p in by_profiler), DEFAULT_PROFILER)
         node_id: str | None = None
         if node is not None and node != "all":
             if node == "any":
@@ -214,7 +215,7 @@ class Profiles(Engine):
             "sort": sort,
             "top": top,
         }
-        cprofile = scope.profiler == "cprofile"
+        cprofile = is_caller_graph(scope.profiler)
         # Settled (its tables opened) before the edges' aggregation starts on the other cursor.
         query = self._rollup_query(intervals, "rollup_cprofile" if cprofile else "rollup_pyinstrument", rollup_params)
         edges = self._rollup_aside(intervals, "rollup_callers", rollup_params) if callers and cprofile else None
@@ -229,7 +230,7 @@ class Profiles(Engine):
         edge_table = edges.result() if edges is not None else None
         unused = [c for c in GROUP_COLUMNS if c not in group_by]
         table = table.drop_columns(unused)
-        profiler = scope.profiler or "cprofile"
+        profiler = scope.profiler or DEFAULT_PROFILER
         return FetchResult(method, profiler, scope, intervals, table, group_by, self, rollup_params, edge_table)
 
     def by_time(self, start_time_s: TimeLike, end_time_s: TimeLike, **scope: Any) -> FetchResult:

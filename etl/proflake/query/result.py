@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from proflake.errors import UsageError
+from proflake.formats import CALL_TREE, CALLER_GRAPH, SHAPES, is_caller_graph
 from proflake.modes import PythonProfileModes
 from proflake.query import arrowfn
 
@@ -83,14 +84,14 @@ class FetchResult:
 
     def callers(self) -> pa.Table:
         """cProfile caller edges aggregated like the functions (pstats.add_callers)."""
-        self._require("cprofile", "callers")
+        self._require(CALLER_GRAPH, "callers")
         if self._callers is None:
             self._callers = self._profiles._rollup(self.intervals, "rollup_callers", self._selection_params)
         return self._callers
 
     def to_pstats(self, group: Group = ()) -> pstats.Stats:
         """A real pstats.Stats holding exactly what pstats.Stats.add would over the selected files."""
-        self._require("cprofile", "pstats")
+        self._require(CALLER_GRAPH, "pstats")
         callers: dict[Row, dict[Row, Row]] = defaultdict(dict)
         edges = self.callers()
         if self.group_by:
@@ -130,7 +131,7 @@ class FetchResult:
 
     def call_tree(self) -> pa.Table:
         """pyinstrument: the selected call trees merged by call path (see queries/call_tree.sql)."""
-        self._require("pyinstrument", "call trees")
+        self._require(CALL_TREE, "call trees")
         return self._profiles._rollup(self.intervals, "call_tree", self._selection_params)
 
     def report(self, *, flame_budget: int = 2000) -> Report:
@@ -161,8 +162,10 @@ class FetchResult:
         )
         return f"<div><p><b>proflake</b> {summary}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
-    def _require(self, profiler: str, what: str) -> None:
-        if self.profiler != profiler:
+    def _require(self, shape: str, what: str) -> None:
+        """``what`` exists only where the rows are of ``shape`` (a caller graph, or a call tree)."""
+        if is_caller_graph(self.profiler) != (shape == CALLER_GRAPH):
+            profiler = SHAPES[shape].profiler
             raise UsageError(f"{what} exist only for {profiler} results; this result is {self.profiler}")
 
 

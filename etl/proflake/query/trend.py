@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from proflake.errors import UnknownNameError, UsageError
+from proflake.formats import DEFAULT_PROFILER
 from proflake.numbers import p_value, percent, seconds
 from proflake.query import changepoints, stats
 
@@ -211,7 +212,7 @@ def trend(
     scope, selected = profiles.select(
         "by_step", job=wanted, node=node, profiler=profiler, start_step="*", end_step="*", mode="train"
     )
-    chosen = scope.profiler or "cprofile"
+    chosen = scope.profiler or DEFAULT_PROFILER
     series = profiles.aggregate(f"trend_series_{chosen}", selected, scope.params())
     order = series.filter(pc.is_null(series["function"])).sort_by("job_index")["job_id"].to_pylist()
     found, tests, tested = _changes(series, order, min_change, min_share, alpha)

@@ -98,7 +98,7 @@ def read_pyinstrument(data: bytes) -> PyinstrumentData:
         raise _bad(f"sample_count is {sample_count!r}, expected a non-negative integer")
     columns = _flatten(doc["root_frame"])
     try:
-        frames = pa.table(columns, schema=_FRAME_SCHEMA)
+        frames = pa.table(columns, schema=FRAME_SCHEMA)
     except UnicodeEncodeError as e:  # JSON escapes can spell lone surrogates, which are not text
         raise _bad("a function or file name is not valid Unicode") from e
     return PyinstrumentData(
@@ -113,7 +113,7 @@ def read_pyinstrument(data: bytes) -> PyinstrumentData:
     )
 
 
-_FRAME_SCHEMA = pa.schema(
+FRAME_SCHEMA = pa.schema(
     [
         ("frame_id", pa.int64()),
         ("parent_id", pa.int64()),
@@ -138,7 +138,7 @@ _EXIT = object()
 
 
 def _flatten(root: object) -> dict[str, list]:
-    cols: dict[str, list] = {field.name: [] for field in _FRAME_SCHEMA}
+    cols: dict[str, list] = {field.name: [] for field in FRAME_SCHEMA}
     if root is None:
         return cols
     # Each stack entry is a frame to emit, or an _EXIT marker that takes its key off the current path.

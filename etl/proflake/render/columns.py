@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from proflake.errors import UnknownNameError, UsageError
+from proflake.formats import CPROFILE, PYINSTRUMENT
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -20,8 +21,8 @@ GROUP_COLUMNS = ("node_id", "start_mode", "end_mode", "job_phase")
 
 # What a terminal shows of each kind of result, when the table has those columns.
 DEFAULT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "cprofile": (*GROUP_COLUMNS, "function", "total_calls", "tottime", "cumtime", "intervals"),
-    "pyinstrument": (*GROUP_COLUMNS, "function", "self_time", "total_time", "intervals"),
+    CPROFILE.profiler: (*GROUP_COLUMNS, "function", "total_calls", "tottime", "cumtime", "intervals"),
+    PYINSTRUMENT.profiler: (*GROUP_COLUMNS, "function", "self_time", "total_time", "intervals"),
     "list": (
         "job_id", "profiler", "node_id", "start_mode", "start_step", "start_phase", "end_mode", "end_step",
         "end_phase", "duration_s", "function_count", "start_time",

@@ -19,6 +19,7 @@ import tempfile
 from typing import TYPE_CHECKING, ClassVar
 
 from proflake.errors import UnknownNameError, UsageError
+from proflake.formats import is_caller_graph
 from proflake.render.stacks import stacks
 from proflake.render.titles import title
 
@@ -105,8 +106,8 @@ class PstatsRenderer(Renderer):
     needs = "stats"
 
     def check(self, profiler: str, group_by: tuple[str, ...]) -> None:
-        if profiler != "cprofile":
-            raise UsageError("a .prof file holds cProfile data; this result is pyinstrument (try --format speedscope)")
+        if not is_caller_graph(profiler):
+            raise UsageError("a .prof file holds cProfile data; this result is a call tree (try --format speedscope)")
         if group_by:
             raise UsageError("a .prof file holds one aggregate; export a selection that does not group (no --per-node)")
 

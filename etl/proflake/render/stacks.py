@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from proflake.formats import is_caller_graph
 from proflake.numbers import percent
 from proflake.render.callgraph import CallGraph, Key, Node, key_label, table_keys
 
@@ -86,7 +87,7 @@ class CallTree:
 def call_tree(data: StackData, budget: int | None = 2000, floor: float = 1e-6) -> CallTree:
     """The selection's call tree, expanded best first up to ``budget`` nodes (None: no limit); nodes under
     ``floor`` times the total are folded too (a millionth of the total is under a pixel)."""
-    if data.profiler == "pyinstrument":
+    if not is_caller_graph(data.profiler):
         expand, roots = _pyinstrument_source(_table(data.call_paths, "call paths"))
         graph = None
     else:
@@ -166,7 +167,7 @@ def stacks(data: StackData, budget: int | None = 50_000) -> tuple[list[Key], lis
 
 def _own_times(data: StackData) -> Iterator[tuple[Key, str, float]]:
     table = data.functions
-    own = table["self_time" if data.profiler == "pyinstrument" else "tottime"].to_pylist()
+    own = table["tottime" if is_caller_graph(data.profiler) else "self_time"].to_pylist()
     keys = zip(table["filename"].to_pylist(), table["lineno"].to_pylist(), table["function_name"].to_pylist())
     return ((k, name, o) for k, name, o in zip(keys, table["function"].to_pylist(), own))
 

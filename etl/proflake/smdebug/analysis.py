@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from proflake.errors import MissingFolderError
+from proflake.formats import is_caller_graph
 from proflake.ingestion.batch import IngestReport
 from proflake.ingestion.probe import Known, probe
 from proflake.modes import PythonProfileModes, StepPhase, parse_mode, parse_phase
@@ -144,7 +145,7 @@ class PythonProfileAnalysis:
         job = self.job if self.job is None or isinstance(self.job, str) else tuple(self.job)
         key = (self.name, method, node_id, job, tuple(sorted(arguments.items())))
         # Every cProfile answer becomes a pstats.Stats, which needs the caller edges too.
-        wants_callers = self.name == "cprofile"
+        wants_callers = is_caller_graph(self.name)
         return self._view.answer(
             key,
             lambda: self.profiles.fetch(
@@ -319,7 +320,7 @@ class PythonProfileAnalysis:
 
         table = self.profiles.list_profile_stats(profiler=self.name, **self._scope())
         paths = table["source_uri"].to_pylist()
-        if self.name == "pyinstrument":
+        if not is_caller_graph(self.name):
             # Two entries per interval, as smdebug lists both files: the html's (where one was found) first.
             rows, both = [], []
             for row, (html, json_path) in enumerate(zip(table["html_uri"].to_pylist(), paths)):

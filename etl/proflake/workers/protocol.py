@@ -23,7 +23,7 @@ MAX_WRITE_DEATHS = 3
 @dataclass(frozen=True)
 class Task:
     key: int  # the caller's handle for the file
-    profiler: str
+    profiler: str  # the file's format for the parser (proflake.formats.task_format: a profiler's name for smdebug's files)
     data: bytes
     interval: tuple | None = None  # its interval-key values (proflake.schema.INTERVAL_KEY_COLUMNS order)
     # A local file the worker reads itself instead of ``data`` (the bytes then never cross a pipe),

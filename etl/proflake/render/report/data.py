@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from proflake.formats import is_caller_graph
 from proflake.numbers import utc
 from proflake.render.report.overview import overview
 from proflake.render.stacks import Node, call_tree
@@ -36,7 +37,7 @@ SLOWEST_STEPS = 10  # node-steps marked on the step timeline, per mode
 def report_data(inputs: ReportInputs, *, flame_budget: int = FLAME_BUDGET, top: int = TOP) -> dict[str, Any]:
     """Everything the report page shows about a selection (``inputs``, as the query layer read them), as
     JSON-ready values."""
-    cprofile = inputs.profiler == "cprofile"
+    cprofile = is_caller_graph(inputs.profiler)
     functions = _top(_rows(inputs, inputs.stacks.functions), top)
     data: dict[str, Any] = {
         "meta": _meta(inputs),
@@ -62,7 +63,7 @@ def _rows(inputs: ReportInputs, table: pa.Table) -> list[dict[str, Any]]:
 
     (Rows are picked in Python: building an Arrow array of indexes from a list makes pyarrow import
     pandas, a second or more on a busy host.)"""
-    if inputs.profiler == "cprofile":
+    if is_caller_graph(inputs.profiler):
         own, total, calls, extra = "tottime", "cumtime", "total_calls", ["primitive_calls"]
     else:
         own, total, calls, extra = "self_time", "total_time", "frames", []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from proflake.formats import is_caller_graph
 from proflake.numbers import percent, utc
 from proflake.render.report.data import FLAME_BUDGET
 from proflake.render.report.page import Report
@@ -135,7 +136,7 @@ def _flame(result: DiffResult, trees: list[CallTree | None], budget: int) -> dic
         pending.extend((child, depth + 1) for child in reversed(children))
     return {
         **out,
-        "exact": result.profiler == "pyinstrument",
+        "exact": not is_caller_graph(result.profiler),
         "estimated_share": {side: (tree.estimated_share if tree else 0.0) for side, tree in zip(("base", "head"), trees)},
         "note": _note(trees),
         "nodes": len(out["name"]),
