@@ -107,7 +107,7 @@ class PstatsRenderer(Renderer):
 
     def check(self, profiler: str, group_by: tuple[str, ...]) -> None:
         if not is_caller_graph(profiler):
-            raise UsageError("a .prof file holds cProfile data; this result is a call tree (try --format speedscope)")
+            raise UsageError(f"a .prof file holds cProfile data; this result is {profiler} (try --format speedscope)")
         if group_by:
             raise UsageError("a .prof file holds one aggregate; export a selection that does not group (no --per-node)")
 
