@@ -337,3 +337,37 @@ def test_times_from_a_session_file(tmp_path):
     assert row["start_time_us"] == pytest.approx(doc["start_time"] * 1e6, abs=1)
     assert row["end_time_us"] == pytest.approx((doc["start_time"] + doc["duration"]) * 1e6, abs=1)
     assert os.path.exists(path)
+
+
+def test_plain_files_in_a_store_written_before_the_plain_layout_read_as_written(tmp_path):
+    """tests/data/stores/plain-v1 (tests/helpers/old_plain_store.py): plain files that c1d8011 filed under
+    made-up smdebug paths keep their rows and answers; files ingested since land beside them."""
+    import shutil
+
+    from helpers.profiles import DATA, FORMAT_SAMPLES, assert_same_pstats, pstats_of
+
+    store = str(tmp_path / "store")
+    shutil.copytree(DATA / "stores" / "plain-v1", store)
+
+    def rows() -> dict[str, dict]:
+        return {r["source_uri"]: r for p in ("cprofile", "pyinstrument") for r in Profiles(store).list_profile_stats(profiler=p).to_pylist()}
+
+    before = rows()
+    assert {uri: (r["layout"], r["framework"], r["node_id"], r["start_step"]) for uri, r in before.items()} == {
+        "/tmp/proflake-plain-v1-source/run.prof": ("smdebug", "plain", "n", 0),
+        "/tmp/proflake-plain-v1-source/run.json": ("smdebug", "plain", "n", 0),
+    }
+    assert before["/tmp/proflake-plain-v1-source/run.prof"]["start_time_us"] == 1_700_000_000_250_000.0
+    assert_same_pstats(Profiles(store).by_step(0, profiler="cprofile").to_pstats().stats,
+                       pstats_of([FORMAT_SAMPLES / "cprofile-py3.13.pstats"]))
+    session = json.loads((FORMAT_SAMPLES / "pyinstrument-5.1.3.json").read_text())
+    old_total = sum(Profiles(store).by_step(0, profiler="pyinstrument").table["self_time"].to_pylist())
+    assert old_total == pytest.approx(session["root_frame"]["time"])
+    new = copy_as(recorded().speedscope, tmp_path / "later" / "step-1.speedscope.json")
+    done = run_cli(["ingest", str(new), "--job", "laptop", "--node", "n", "--store", store])
+    assert done.returncode == 0, done.stderr
+    after = rows()
+    assert after[str(new)]["layout"] == "plain" and after[str(new)]["start_step"] == 1
+    for uri, row in before.items():
+        assert {k: v for k, v in after[uri].items() if k in row} == row
+    assert sum(Profiles(store).by_step(0, profiler="pyinstrument").table["self_time"].to_pylist()) == pytest.approx(old_total)
