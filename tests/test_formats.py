@@ -58,7 +58,8 @@ def test_other_contents_are_detected_or_refused():
     assert detect((FORMAT_SAMPLES / "cprofile-py3.13.pstats").read_bytes()[:65536]) is FORMATS["cprofile"]
     assert detect(b"main;train;forward 12\nmain;train 3\n") is FORMATS["collapsed"]
     assert detect(b"P42;T0:42;/a/train.py:train:12;/a/train.py:forward:3 1000\n") is FORMATS["austin"]
-    for other in (b"not a profile", b"12\n13\n", b'{"name": "config"}', b"", b"\x00\x01binary"):
+    assert detect(b'{"profiles": [], "shared": {"frames": []}}') is FORMATS["speedscope"]
+    for other in (b"not a profile", b"12\n13\n", b'{"name": "config"}', b'{"profiles": ["dev"]}', b"", b"\x00\x01binary"):
         assert detect(other) is None, other
 
 

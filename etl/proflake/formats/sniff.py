@@ -33,7 +33,7 @@ def detect(head: bytes) -> Format | None:
     if _JSON_START.match(head):
         if b'"frame_records"' in head:
             return FORMATS["pyinstrument-session"]
-        if b"speedscope" in head[:512] or (b'"shared"' in head and b'"frames"' in head) or b'"profiles"' in head[:512]:
+        if b"speedscope" in head[:512] or (b'"shared"' in head and b'"frames"' in head and b'"profiles"' in head):
             return FORMATS["speedscope"]
         if b'"root_frame"' in head:
             return FORMATS["pyinstrument"]
