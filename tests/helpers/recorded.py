@@ -93,7 +93,9 @@ def recorded() -> Recorded:
     py_spy = _tool("py-spy")
     _record([py_spy, "record", "-o", str(speedscope), "--format", "speedscope", "--", sys.executable, str(script)], speedscope)
     _record([py_spy, "record", "-o", str(raw), "--format", "raw", "--", sys.executable, str(script)], raw)
-    _record([_tool("austin"), "-i", "1ms", "-o", str(austin), sys.executable, str(script)], austin)
+    # -t: how long austin waits for the child's interpreter to come up (default 100 ms: on a busy machine
+    # the child was not yet a Python process, and austin gave up).
+    _record([_tool("austin"), "-i", "1ms", "-t", "10s", "-o", str(austin), sys.executable, str(script)], austin)
     pyisession, pyinstrument_json = _pyinstrument(folder)
     return Recorded(folder, speedscope, raw, austin, pyisession, pyinstrument_json)
 
