@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     BUSY = 4
     REGRESSION = 5
     LIMIT = 6
+    NEWER_STORE = 7
     HANGUP = 129
     INTERRUPTED = 130
     TERMINATED = 143
@@ -31,6 +32,8 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.REGRESSION: "`proflake diff --fail-on`: a significant slowdown at or over the threshold; "
     "`proflake trend --fail-on`: the newest job starts one",
     ExitCode.LIMIT: "a query ran past `--timeout` or `--memory-limit` and was stopped",
+    ExitCode.NEWER_STORE: "the store was written by a later proflake (its schema version is newer than this release's): "
+    "nothing was read or changed; upgrade proflake",
     ExitCode.HANGUP: "SIGHUP (a closed terminal): stopped as for SIGTERM",
     ExitCode.INTERRUPTED: "Ctrl-C (SIGINT): stopped cleanly, 128 + the signal's number as shells report it",
     ExitCode.TERMINATED: "SIGTERM (cron, Airflow, Kubernetes on timeout): stopped cleanly, lock released, "
@@ -64,6 +67,12 @@ class SourceError(ProflakeError):
 
 class StoreError(ProflakeError):
     """The store is missing, unreadable or not a proflake store."""
+
+
+class NewerStoreError(StoreError):
+    """The store's schema version is newer than this release's: refused, never misread."""
+
+    exit_code = ExitCode.NEWER_STORE
 
 
 class DamagedLogError(StoreError):

@@ -109,17 +109,6 @@ def empty_select(name: str) -> str:
     return f"(SELECT {columns} LIMIT 0)"
 
 
-def missing_columns_select(name: str, present: Sequence[str], source: str) -> str | None:
-    """``SELECT *`` from ``source`` plus a typed NULL for each declared column of table ``name`` it lacks
-    (a store written before the column was declared), or None when nothing is missing."""
-    have = set(present)
-    missing = [c for c in table_spec(name).columns if c.name not in have]
-    if not missing:
-        return None
-    nulls = ", ".join(f"CAST(NULL AS {SQL_TYPES[c.type_name]}) AS \"{c.name}\"" for c in missing)
-    return f"SELECT *, {nulls} FROM {source}"
-
-
 def arrow_rows(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """The table's Arrow rows from Python dicts (missing keys are NULL)."""
     schema = table_spec(name).arrow_schema

@@ -32,6 +32,7 @@ from proflake import sql as queries
 from proflake.errors import ProflakeError, UsageError
 from proflake.schema import ALL_TABLES, empty_select
 from proflake.sources.settings import client_error_code, explain_client_error, split_s3_uri
+from proflake.store.migrations import columns_select, refuse_newer
 from proflake.store.store import FACT_TABLES, Store, allowed_directories, sql_string
 from proflake.views import VIEWS, install_views
 
@@ -95,6 +96,7 @@ def build_catalog(
     trusted SQL only: DuckDB lets ``COPY ... TO`` write into a folder a connection may read, the store's."""
     started = time.perf_counter()
     store.require()
+    refuse_newer(store)
     if store.is_remote and not materialize:
         raise UsageError(
             "a catalog of an S3 store must hold a copy of the data: drop --views "
@@ -144,7 +146,10 @@ def _write_catalog(con: duckdb.DuckDBPyConnection, store: Store, materialize: bo
         versions[name] = table.version()
         source = _source(con, store, name, table, materialize)
         where = " WHERE interval_id IN (SELECT interval_id FROM intervals)" if name in FACT_TABLES else ""
-        con.execute(f"CREATE {kind} {name} AS SELECT * FROM {source}{where}")
+        # A store not migrated yet: the columns this release declares read as the store's views read them.
+        present = [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
+        select = columns_select(name, present, source) or f"SELECT * FROM {source}"
+        con.execute(f"CREATE {kind} {name} AS {select}{where}")
         objects.append(name)
     con.execute(
         "CREATE VIEW manifest AS SELECT source_uri, source_size, source_version, html_uri, "

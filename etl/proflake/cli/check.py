@@ -30,7 +30,8 @@ def check(store: Store, repair: bool, wait: float, as_json: bool) -> None:
     for source in report.reingested:
         say(f"parsed the lost files of {source} again")
     say(f"store {store.location}: " + ("sound" if not report.findings else f"{len(report.findings)} finding(s)"
-        + ("" if not repair else (", all repaired" if report.ok else ", some cannot be repaired"))))
+        + ("" if not repair else (", all repaired" if report.ok else ", some cannot be repaired")))
+        + (f"; {report.schema_line()}" if report.schema else ""))
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=1))
     if not report.ok:

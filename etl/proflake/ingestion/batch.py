@@ -57,6 +57,7 @@ from proflake.sources.settings import S3Config
 from proflake.store.deltawrite import parquet_options
 from proflake.store.lock import StoreLock
 from proflake.store.memory import release_memory
+from proflake.store.migrations import migrate
 from proflake.store.store import FACT_TABLES, Store, writer_properties
 from proflake.workers.executor import executor_for, make_executor
 from proflake.workers.pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, Task
@@ -155,8 +156,7 @@ class Batch:
         self.say = log or (lambda message: None)
         self.bar = progress or Progress()
         self.now = datetime.now(timezone.utc)
-        self.report = IngestReport(batch_id=new_batch_id(self.now), source=src.uri, store=store.location, full_refresh=full_refresh,
-                                   whole_store=whole_store)
+        self.report = IngestReport(new_batch_id(self.now), src.uri, store.location, full_refresh, whole_store)
         self.replaced: dict[str, str] = {}  # source_uri -> interval_id of the version being replaced
         self.empty = False  # no run has written to the store yet
         # The store's live intervals, compared with the listing in DuckDB (etl/proflake/ingestion/manifest.py):
@@ -232,8 +232,9 @@ class Batch:
         return report
 
     def repair(self) -> None:
-        """Step 1: finish or undo what a killed run left; read what the store holds already."""
+        """Step 1: migrate the store (proflake.store.migrations); finish or undo what a killed run left; read it."""
         st = self.store
+        self.report.migrated = migrate(st, log=self.say)  # first: the store takes this release's columns
         # A store no run has written to has nothing to repair, compare with or de-duplicate against:
         # skip reading it (the first read through pyarrow's dataset layer costs a third of a second).
         self.empty = all(st.delta(name).version() == 0 for name in ("batches", "intervals"))
@@ -342,8 +343,7 @@ class Batch:
                 if f.table not in FACT_TABLES:
                     self.partials.setdefault(f.table, []).append(f.local_path)
         bar.writing("committing")
-        # What the listing held is done with: give it back before the commits.
-        listing.close()
+        listing.close()  # what the listing held is done with: given back before the commits
         for finished in (self.existing, self.known):
             finished.clear()
         intervals.flush()

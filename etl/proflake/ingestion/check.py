@@ -10,10 +10,14 @@ What is checked, each finding one line naming the damage and its remedy:
   those its commit recorded (etl/proflake/store/checksums.py; on S3: exists, with the size the log records);
 * no batch was left unfinished by a killed run;
 * every fact row belongs to a live interval, and every live interval that holds data has its facts;
-* the derived phase roll-ups were built from the live intervals.
+* the derived phase roll-ups were built from the live intervals;
+* the store's schema version (``_proflake/schema.json``, etl/proflake/store/migrations.py) is reported
+  with the migrations pending; a store of a later release is refused (NewerStoreError), an unreadable
+  record is a finding.
 
 ``--repair`` (under the writer lock): recreates a missing table, removes unreadable, missing or changed
-files from its log (Delta's FSCK), finishes killed batches, then restores the rows the damage took from
+files from its log (Delta's FSCK), finishes killed batches, applies pending migrations (an unreadable
+schema record is rewritten from the tables' columns), then restores the rows the damage took from
 the sources ``batches`` recorded, or reports them as lost, never deleting their last copy
 (etl/proflake/ingestion/restore.py), and rebuilds stale roll-ups.
 """
@@ -28,13 +32,14 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from proflake.errors import DamagedLogError, StoreError
+from proflake.errors import DamagedLogError, NewerStoreError, StoreError
 from proflake.ingestion.bookkeeping import has_table, missing_tables, repair, unfinished_batches
 from proflake.ingestion.findings import CheckReport, Finding
 from proflake.ingestion.restore import Plan, plan, reachable, settle
 from proflake.schema import ALL_TABLES, DERIVED_TABLES
 from proflake.store.checksums import changed_files, listed_objects, recorded
 from proflake.store.lock import StoreLock
+from proflake.store.migrations import RECORD, migrate, recover_record, refuse_newer
 from proflake.store.store import FACT_TABLES, Store, sql_string
 
 
@@ -46,11 +51,17 @@ def check(store: Store, *, repair_damage: bool = False, wait: float = 0.0,
     if not any(has_table(store, name) for name in ALL_TABLES):
         store.require()  # nothing of a store here: say so (a lost intervals folder alone is damage)
     report = CheckReport(store.location)
+    readable = _schema(store, report, fix=False)
     if not repair_damage:
-        _inspect(store, report, fix=False)
+        if readable:  # else every reader refuses the store: the rest is checked once the record is rewritten
+            _inspect(store, report, fix=False)
         return report
     with StoreLock(store, wait=wait, purpose="proflake check --repair"):
+        _schema(store, report, fix=True)
         done = _inspect(store, report, fix=True)
+        if refuse_newer(store).pending:  # after the damage is repaired: a migration reads its table
+            report.migrated = migrate(store)
+            report.schema = refuse_newer(store).to_dict()
     if done is None:
         return report
     if done.sources:
@@ -133,6 +144,28 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
     done = plan(store, report, lost_spans, lost_tables, fix=fix)
     done.rebuild_derived = rebuild_derived
     return done
+
+
+def _schema(store: Store, report: CheckReport, *, fix: bool) -> bool:
+    """The store's schema version into ``report``; False when its record does not read (a finding; with
+    ``fix`` it is rewritten from the tables' columns). A later release's store is refused."""
+    try:
+        report.schema = refuse_newer(store).to_dict()
+        return True
+    except NewerStoreError:
+        raise
+    except StoreError:
+        found = next((f for f in report.findings if f.kind == "schema_record"), None)
+        if found is None:
+            found = Finding("schema_record", f"{RECORD} is not a schema record proflake wrote; 'proflake check --repair "
+                            f"--store {store.location}' rewrites it from the tables' columns")
+            report.findings.append(found)
+        if not fix:
+            return False
+    recover_record(store)
+    found.repaired = True
+    report.schema = refuse_newer(store).to_dict()
+    return True
 
 
 def _damaged_logs(store: Store) -> dict[str, str]:

@@ -78,6 +78,10 @@ def interval_row(candidate: Candidate, keys: dict, now: datetime, summary: dict)
         "source_size": obj.size,
         "source_version": obj.version,
         "ingested_at": now,
+        # What the reader says of its format wins (a summary's own source_format, time_unit, sample_rate_hz).
+        "source_format": path.profiler,
+        "time_unit": "seconds",
+        "sample_rate_hz": None,
         **summary,
     }
 

@@ -30,6 +30,7 @@ class IngestReport:
     unrecognised: list[str] = field(default_factory=list)
     failed: list[FailedFile] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    migrated: list[dict] = field(default_factory=list)  # schema migrations applied first (proflake.store.migrations)
     rows: dict[str, int] = field(default_factory=dict)
     bytes_read: int = 0
     seconds: float = 0.0
@@ -81,6 +82,7 @@ class IngestReport:
             "failed": [{"uri": f.uri, "kind": f.kind, "message": f.message} for f in self.failed],
             "unrecognised": self.unrecognised,
             "repaired_batches": self.repaired,
+            "migrations": self.migrated,
             "rows": self.rows,
             "bytes_read": self.bytes_read,
             "seconds": round(self.seconds, 3),

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 from proflake.schema import ALL_TABLES
 from proflake.store.lock import StoreLock
+from proflake.store.migrations import migrate
 from proflake.store.store import Store, crash_points, writer_properties
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's own default: a week
@@ -71,6 +72,7 @@ def compact(
     # Under the writer lock: compaction must not interleave with a batch, whose repair relies on
     # finding its own rows.
     with StoreLock(store, wait=wait, purpose="proflake compact"):
+        migrate(store)  # as ingest does: the files compaction writes have this release's columns
         for name in ALL_TABLES:
             table = store.delta(name)
             with store.committing(name):

@@ -23,8 +23,9 @@ import numpy as np
 import pyarrow as pa
 
 from proflake.errors import DamagedLogError, StaleSnapshotError, StoreError
-from proflake.schema import ALL_TABLES, BOOKKEEPING_TABLES, DERIVED_TABLES, empty_select, missing_columns_select
+from proflake.schema import ALL_TABLES, BOOKKEEPING_TABLES, DERIVED_TABLES, empty_select
 from proflake.sql import connect, in_utc, without_comments
+from proflake.store.migrations import CURRENT_VERSION, columns_select, is_migrated_table, refuse_newer
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -167,6 +168,9 @@ class Snapshot:
         others open on first use; every table on S3, where a version cannot be noted without a request).
         ``defer_copy``: copy intervals only at ``hold_intervals()`` (the fetch engine's selections)."""
         store.require()
+        # A later release's store is refused, never misread; a store at this release's version has every
+        # column a migration added in every file (the migration rewrote its table).
+        self._migrated = refuse_newer(store).version == CURRENT_VERSION
         self._copy_pending = False
         self._defer_copy = defer_copy
         self.store = store
@@ -286,11 +290,13 @@ class Snapshot:
 
 
     def _declare_missing_columns(self, view: str, table: str) -> None:
-        """A bookkeeping table written before a column was declared reads that column as NULL."""
-        if table not in BOOKKEEPING_TABLES:
+        """A bookkeeping table written before a column was declared reads that column as NULL; a table of
+        a store not migrated yet reads a column a migration adds as that migration says
+        (etl/proflake/store/migrations.py)."""
+        if table not in BOOKKEEPING_TABLES and (self._migrated or not is_migrated_table(table)):
             return
         present = [row[0] for row in self.con.execute(f"DESCRIBE {view}").fetchall()]
-        select = missing_columns_select(table, present, f"_{view}_stored")
+        select = columns_select(table, present, f"_{view}_stored")
         if select is not None:
             self.con.execute(f"ALTER VIEW {view} RENAME TO _{view}_stored")
             self.con.execute(f"CREATE VIEW {view} AS {select}")
