@@ -340,6 +340,18 @@ def test_times_from_a_session_file(tmp_path):
     assert os.path.exists(path)
 
 
+def test_each_interval_says_its_format_unit_and_rate(store):
+    """intervals.source_format, time_unit and sample_rate_hz: what the reader found in the file."""
+    expected = {
+        "spy": ("speedscope", "seconds", None), "raw": ("pyspy-raw", "seconds", 100.0),
+        "austin": ("austin", "seconds", 1000.0), "pyi": ("pyinstrument-session", "seconds", None),
+        "counts": ("collapsed", "samples", None),
+    }
+    for job, want in expected.items():
+        rows = Profiles(store).list_profile_stats(job=job).to_pylist()
+        assert {(r["source_format"], r["time_unit"], r["sample_rate_hz"] and round(r["sample_rate_hz"])) for r in rows} == {want}, job
+
+
 def test_plain_files_in_a_store_written_before_the_plain_layout_read_as_written(tmp_path):
     """tests/data/stores/plain-v1 (tests/helpers/old_plain_store.py): plain files that c1d8011 filed under
     made-up smdebug paths keep their rows and answers; files ingested since land beside them."""
