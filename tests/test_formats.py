@@ -260,10 +260,14 @@ def test_report_diff_export_and_trend_answer(store, tmp_path):
                         "--format", "collapsed", "-o", str(collapsed)])
     assert exported.returncode == 0, exported.stderr
     framed = sum(w for stack, w in collapsed_lines(recorded().pyspy_raw) if stack)
-    # The export writes own microseconds of what the store holds: sample counts here (time_unit 'samples').
-    assert sum(w for _, w in collapsed_lines(collapsed)) == pytest.approx(6 * framed * 1e6)
+    # Sample counts stay counts (time_unit 'samples'); times in seconds become microseconds.
+    assert sum(w for _, w in collapsed_lines(collapsed)) == 6 * framed
     trend = run_cli(["trend", "--store", store, "--profiler", "pyinstrument", "--format", "json"])
     assert trend.returncode == 0, trend.stderr
+    counts = run_cli(["fetch", "by-step", "1", "3", "--job", "counts", "--profiler", "pyinstrument", "--store", store])
+    assert counts.returncode == 0 and "times are sample counts" in counts.stderr, counts.stderr
+    mixed = run_cli(["fetch", "by-step", "1", "3", "--all-jobs", "--profiler", "pyinstrument", "--store", store])
+    assert mixed.returncode == 0 and "mixes seconds and sample counts" in mixed.stderr, mixed.stderr
 
 
 def test_the_cli_says_each_file_s_format_and_unit(tmp_path):

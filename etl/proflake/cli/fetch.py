@@ -60,6 +60,11 @@ def _run_fetch(method: str, options: dict[str, Any], **arguments: Any) -> None:
                    f"{what_exists(profiles, profiler=result.profiler, **scope)}")
     elif method == "by_job_phase" and "training_loop" not in {g[-1] for g in result.groups()}:
         say("job phase training_loop: no intervals")
+    if result.time_unit == "samples":
+        say("times are sample counts: the files gave no sample rate (ingest them with --sample-rate HZ for seconds)")
+    elif result.time_unit == "mixed":
+        say_fitted("the selection mixes seconds and sample counts (files ingested without a sample rate), whose sums "
+                   "mean nothing; narrow it with --job or --node (proflake list shows each interval's time_unit)")
     if prof:
         _write_prof(result, prof)
     emit(result.table, fmt, output, kind=result.profiler, group_by=result.group_by, limit_rows=options["top"] is None)

@@ -86,6 +86,7 @@ class ExportInputs:
     group_by: tuple[str, ...]
     stacks: StackData | None = None
     stats: pstats.Stats | None = None
+    time_unit: str = "seconds"  # FetchResult.time_unit: 'samples' when the times are sample counts
 
 
 def export_inputs(result: FetchResult, *, stacks: bool = True, stats: bool = False) -> ExportInputs:
@@ -101,6 +102,7 @@ def export_inputs(result: FetchResult, *, stacks: bool = True, stats: bool = Fal
         group_by=tuple(result.group_by),
         stacks=stack_data(result) if stacks else None,
         stats=result.to_pstats() if stats else None,
+        time_unit=result.time_unit,
     )
 
 

@@ -64,6 +64,15 @@ class FetchResult:
     def empty(self) -> bool:
         return not self.intervals.num_rows
 
+    @property
+    def time_unit(self) -> str:
+        """What the result's times count: 'seconds', 'samples' (sampled files of unknown rate, docs/formats.md)
+        or 'mixed' (both: their sums mean nothing; narrow the selection)."""
+        if "time_unit" not in self.intervals.column_names:
+            return "seconds"  # a store from before the column: every file was timed in seconds
+        units = {unit or "seconds" for unit in self.intervals["time_unit"].unique().to_pylist()}
+        return units.pop() if len(units) == 1 else "mixed" if units else "seconds"
+
     def groups(self) -> list[Group]:
         """Group keys of the selected intervals, in smdebug's order (one empty tuple when not grouping).
 

@@ -2,8 +2,9 @@
 
     speedscope  speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
                 "sampled" profile whose samples are the call stacks and whose weights are their own seconds
+                (sample counts, unit none, for sampled files ingested without a rate: docs/formats.md)
     collapsed   Brendan Gregg's collapsed stacks (``a;b;c 1234`` a line) for flamegraph.pl, inferno and
-                Pyroscope; the counts are own microseconds
+                Pyroscope; the counts are own microseconds (own samples for files of unknown rate)
     prof        a pstats file (``pstats.Stats(path)``, snakeviz, tuna); cProfile results only
 
 Stacks come from ``proflake.render.stacks``, the report's and the diff page's tree: exact for pyinstrument;
@@ -66,7 +67,7 @@ class SpeedscopeRenderer(Renderer):
                 {
                     "type": "sampled",
                     "name": label,
-                    "unit": "seconds",
+                    "unit": "none" if data.time_unit == "samples" else "seconds",
                     "startValue": 0,
                     "endValue": total,
                     "samples": [list(path) for path, _ in samples],
@@ -89,9 +90,10 @@ class CollapsedRenderer(Renderer):
         # flamegraph.pl splits a line at its last space and its frames at ';': neither may appear in a name.
         clean = [n.replace(";", ",").replace(" ", "_").replace("\n", "_") for n in names]
         merged: dict[str, int] = {}
+        per_unit = 1 if data.time_unit == "samples" else 1e6  # sample counts stay counts; seconds become us
         for path, seconds in samples:
             line = ";".join(clean[i] for i in path)
-            merged[line] = merged.get(line, 0) + round(seconds * 1e6)
+            merged[line] = merged.get(line, 0) + round(seconds * per_unit)
         out = io.StringIO()
         for line, micros in merged.items():
             if micros > 0:
