@@ -246,6 +246,7 @@ def test_report_diff_export_and_trend_answer(store, tmp_path):
     done = run_cli(["report", "by-step", "1", "3", "--job", "spy", "--profiler", "pyinstrument", "--store", store, "-o", str(report)])
     assert done.returncode == 0, done.stderr
     assert "forward" in report.read_text()
+    assert '"formats":["speedscope"]' in report.read_text() and '"time_unit":"seconds"' in report.read_text()
     diff = run_cli(["diff", "raw", "spy", "--profiler", "pyinstrument", "--store", store, "--format", "json"])
     assert diff.returncode == 0, diff.stderr
     assert json.loads(diff.stdout)["functions"]

@@ -240,11 +240,22 @@ def _meta(inputs: ReportInputs) -> dict[str, Any]:
         "title": title(inputs.jobs, inputs.node, inputs.method, inputs.arguments),
         "arguments": {k: (None if isinstance(v, float) and v == float("inf") else v) for k, v in params.items()},
         "profiler": inputs.profiler,
+        **_formats(inputs.intervals),
         "jobs": inputs.scope_jobs,
         "node": inputs.node,
         "generated_at": utc(dt.datetime.now(dt.timezone.utc)),
         "proflake": release,
     }
+
+
+def _formats(intervals: pa.Table) -> dict[str, Any]:
+    """The input formats the selected intervals were read from (docs/formats.md) and their time unit:
+    'seconds', 'samples' or 'mixed'."""
+    if "source_format" not in intervals.column_names:  # a store from before the columns: profiler and seconds
+        return {"formats": [], "time_unit": "seconds"}
+    formats = sorted({f for f in intervals["source_format"].to_pylist() if f})
+    units = {u or "seconds" for u in intervals["time_unit"].to_pylist()} if "time_unit" in intervals.column_names else set()
+    return {"formats": formats, "time_unit": units.pop() if len(units) == 1 else "mixed" if units else "seconds"}
 
 
 _SELECTION_ARGUMENTS = {"start_time_us", "end_time_us", "start_step", "end_step", "mode", "start_phase", "end_phase", "start_mode", "end_mode"}

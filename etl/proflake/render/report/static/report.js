@@ -5,7 +5,11 @@
   document.title = "proflake report: " + title;
   $("title").textContent = title;
   // The title names the selection; the subtitle says where the numbers come from.
-  $("subtitle").textContent = "profiler " + M.profiler + " · " + plural(O.intervals, "interval", "intervals") +
+  // The input formats when they are not only the profiler's own (speedscope, py-spy, austin: docs/formats.md).
+  const formats = (M.formats || []).filter((f) => f !== M.profiler);
+  const unit = M.time_unit === "samples" ? " · times are sample counts" : M.time_unit === "mixed" ? " · seconds and sample counts mixed" : "";
+  $("subtitle").textContent = "profiler " + M.profiler + (formats.length ? " (" + (M.formats || []).join(", ") + ")" : "") + unit +
+    " · " + plural(O.intervals, "interval", "intervals") +
     " · generated " + M.generated_at + " by proflake " + M.proflake;
 
   // -- overview --------------------------------------------------------------------------------------
@@ -221,7 +225,7 @@
     ctl.appendChild(el("span", {}, "functions of")); ctl.appendChild(pick); ctl.appendChild(search);
     box.appendChild(ctl);
     box.appendChild(el("p", { class: "note" }, "Click a column to sort (the top " + 100 + " by own time, by total time and by calls are all here), a row for its callers and callees." +
-      (M.profiler === "pyinstrument" ? " pyinstrument counts frames, not calls; total time counts recursion once." : " calls shown as total/primitive when they differ.")));
+      (M.profiler === "pyinstrument" ? " call trees count frames, not calls; total time counts recursion once." : " calls shown as total/primitive when they differ.")));
     var area = el("div"); box.appendChild(area);
     var current;
     function draw() {
