@@ -20,10 +20,12 @@ import pytest
 from helpers.cli import run_cli
 from helpers.old_store import JOBS, answers
 from helpers.profiles import JobBuilder
+from helpers.recovery import environment
 from proflake import ingest
 from proflake.errors import ExitCode
 from proflake.store.migrations import CURRENT_VERSION, RECORD, schema_state
 from proflake.store.store import Store
+from test_s3 import bucket  # noqa: F401 (a fixture; the S3 server itself is conftest's)
 
 DATA = Path(__file__).resolve().parent / "data" / "stores"
 OLD_STORE = DATA / "v1"
@@ -219,3 +221,37 @@ def test_an_unreadable_schema_record_is_a_finding_that_repair_rewrites_from_the_
     assert state.version == 2 and [e["step"] for e in state.history] == ["recovered"]
     assert_old_answers(store)
 
+
+
+def test_compaction_migrates_first_and_the_catalog_of_an_old_store_reads_as_the_views(tmp_path):
+    import duckdb
+
+    store = copy_old_store(tmp_path)
+    catalog = tmp_path / "old.duckdb"
+    assert run_cli(["catalog", "--store", str(store), "--out", str(catalog)]).returncode == 0
+    query = "SELECT interval_id, source_format, time_unit, sample_rate_hz FROM intervals ORDER BY ALL"
+    with duckdb.connect(str(catalog), read_only=True) as con:
+        in_catalog = con.sql(query).fetchall()
+    assert in_catalog == Store(store).connect(tables=()).sql(query).fetchall()
+    assert {row[1:] for row in in_catalog} == {("cprofile", "seconds", None), ("pyinstrument", "seconds", None)}
+    compacted = run_cli(["compact", "--store", str(store)])
+    assert compacted.returncode == 0, compacted.stderr
+    assert [e["step"] for e in schema_state(Store(store)).history] == ["migrated"]
+    assert_old_answers(store)
+
+
+def test_an_old_store_on_s3_is_read_and_upgraded_by_an_ingest(s3, bucket, tmp_path):  # noqa: F811
+    s3.upload_tree(OLD_STORE, bucket, "store")
+    store = f"s3://{bucket}/store"
+    query = "SELECT profiler, source_format, time_unit FROM intervals ORDER BY ALL"
+    with environment({"AWS_ENDPOINT_URL": s3.endpoint}):
+        before = Store(store).connect(tables=()).sql(query).fetchall()
+        assert len(before) == 10 and all(row[1] == row[0] and row[2] == "seconds" for row in before)
+        assert schema_state(Store(store)).version == 1
+        report = ingest(str(new_job(tmp_path / "src")), store, workers=1)
+        assert [m["step"] for m in report.migrated] == ["migrated"]
+        assert schema_state(Store(store)).version == 2
+        after = Store(store).connect(tables=()).sql(query).fetchall()
+    assert sorted(after) == sorted([*before, ("cprofile", "cprofile", "seconds"), ("pyinstrument", "pyinstrument", "seconds")])
+    record = json.loads(s3.client().get_object(Bucket=bucket, Key=f"store/{RECORD}")["Body"].read())
+    assert record["schema_version"] == 2 and record["history"][0]["rows"] == 10

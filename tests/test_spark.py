@@ -232,3 +232,17 @@ def test_a_store_written_before_closed_at_answers_errors_on_spark(stores, spark,
     assert on_spark.errors()["closed_at"].to_pylist() == [None]
     assert_same_table(on_spark.errors(), native.errors())
     assert_same_table(on_spark.errors(include_closed=True), native.errors(include_closed=True))
+
+
+@pytest.mark.integration
+def test_the_store_of_the_release_before_schema_versions_reads_on_spark_as_on_duckdb(spark, tmp_path):
+    """tests/data/stores/v1 (not migrated: its intervals files lack source_format and time_unit) reads on
+    Spark with the values the DuckDB views give them (docs/store.md#schema-versions-and-migrations)."""
+    from proflake.spark import SparkProfiles
+
+    copy = tmp_path / "store"
+    shutil.copytree(Path(__file__).resolve().parent / "data" / "stores" / "v1", copy)
+    query = "SELECT interval_id, profiler, source_format, time_unit, sample_rate_hz FROM intervals ORDER BY interval_id"
+    native = Profiles(str(copy)).sql(query)
+    assert native.num_rows == 10 and native["source_format"].to_pylist() == native["profiler"].to_pylist()
+    assert_same_table(SparkProfiles(spark, str(copy)).sql(query), native)

@@ -27,6 +27,7 @@ import pyarrow as pa
 from proflake.errors import QueryError, StoreError, UsageError
 from proflake.resources import resource_dir
 from proflake.schema import ALL_TABLES, table_spec
+from proflake.store.migrations import added_columns, refuse_newer
 from proflake.store.store import FACT_TABLES, Store, raw_view
 from proflake.views import VIEWS
 
@@ -143,6 +144,7 @@ def register(
     require_utc(spark)
     store = store if isinstance(store, Store) else Store(store)
     store.require()
+    refuse_newer(store)  # a later release's store is refused, never misread
     files: dict[str, int] = {}
     for name in ALL_TABLES:
         uris = [spark_uri(u, s3_scheme) for u in committed_files(store, name)]
@@ -175,7 +177,15 @@ def _read(spark: SparkSession, name: str, uris: list[str]) -> DataFrame:
     schema = spark_schema(name)
     if not uris:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*uris)
+    frame = spark.read.schema(schema).parquet(*uris)
+    # A store not migrated yet: its files lack the columns a migration adds, read as the migration says
+    # (NULL from the declared schema, else its read_as value), as the DuckDB views read them.
+    for column, migration in added_columns(name).items():
+        if column in migration.read_as:
+            from pyspark.sql import functions
+
+            frame = frame.withColumn(column, functions.expr(f"coalesce(`{column}`, {migration.read_as[column]})"))
+    return frame
 
 
 def statements(text: str) -> list[str]:
