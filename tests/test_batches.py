@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.forked import Zygote
 from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
 from helpers.recovery import recover
 from proflake import Profiles, ingest
@@ -59,7 +60,17 @@ def snapshot(store: str) -> dict[str, list]:
     return out
 
 
-def run_ingest(source: Path, store: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
+@pytest.fixture(scope="module")
+def zygote():
+    """The kill sweeps' runs are forked from one interpreter that has imported proflake (helpers/forked.py)."""
+    with Zygote() as z:
+        yield z
+
+
+def run_ingest(source: Path, store: Path, *extra: str, env: dict | None = None, zygote: Zygote | None = None):
+    """``proflake ingest SOURCE --store STORE EXTRA``: a new interpreter, or a child forked from ``zygote``."""
+    if zygote is not None:
+        return zygote.run(["ingest", str(source), "--store", str(store), *extra], env)
     return subprocess.Popen(
         [sys.executable, "-m", "proflake.cli", "ingest", str(source), "--store", str(store), *extra],
         stdout=subprocess.DEVNULL,
@@ -168,8 +179,8 @@ def test_full_refresh_rebuilds_from_scratch(tmp_path):
     assert snapshot(store) == before
 
 
-def _kill_and_recover(source: Path, store: Path, delay: float, env: dict) -> str:
-    proc = run_ingest(source, store, env=env)
+def _kill_and_recover(source: Path, store: Path, delay: float, env: dict, zygote: Zygote) -> str:
+    proc = run_ingest(source, store, env=env, zygote=zygote)
     time.sleep(delay)
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
@@ -194,7 +205,7 @@ def _has_unfinished_batch(store: Path) -> bool:
     return any(row[0] for row in statuses)
 
 
-def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
+def _kill_test(tmp_path: Path, timed_points: int, seed: int, zygote: Zygote) -> dict:
     """Kill real ingest processes after every Delta commit of a run (and of the repairing run after it),
     and at random moments; after each, a plain re-run must leave exactly what a clean ingest leaves."""
     source = tmp_path / "src"
@@ -202,7 +213,7 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
     env = {"PROFLAKE_FLUSH_ROWS": "1500"}  # many commits per run: many places to be killed in
     clean = tmp_path / "clean"
     started = time.monotonic()
-    assert run_ingest(source, clean, env=env).wait() == 0
+    assert run_ingest(source, clean, env=env, zygote=zygote).wait() == 0
     duration = time.monotonic() - started
     expected = snapshot(str(clean))
 
@@ -219,7 +230,7 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
     k = 1
     while True:
         store = tmp_path / f"after-{k}"
-        code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}).wait()
+        code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}, zygote=zygote).wait()
         outcomes["runs"] += 1
         if code == 0:
             break
@@ -228,7 +239,7 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
         outcomes["killed"] += 1
         outcomes["left_unfinished_batch"] += _has_unfinished_batch(store)
         if k % 3 == 0:
-            code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": "1"}).wait()
+            code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": "1"}, zygote=zygote).wait()
             outcomes["runs"] += 1
             outcomes["killed"] += code == -signal.SIGKILL
         check(store)
@@ -237,7 +248,7 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
     rng = random.Random(seed)
     for point in range(timed_points):
         store = tmp_path / f"timed-{point}"
-        outcome = _kill_and_recover(source, store, duration * rng.uniform(0.3, 1.0), env)
+        outcome = _kill_and_recover(source, store, duration * rng.uniform(0.3, 1.0), env, zygote)
         outcomes["runs"] += 1
         outcomes["kill_points"] += 1
         outcomes["killed"] += outcome == "killed"
@@ -246,16 +257,16 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int) -> dict:
     return outcomes
 
 
-def test_killed_runs_leave_nothing_lost_or_doubled(tmp_path):
-    outcomes = _kill_test(tmp_path, timed_points=4, seed=7)
+def test_killed_runs_leave_nothing_lost_or_doubled(tmp_path, zygote):
+    outcomes = _kill_test(tmp_path, timed_points=4, seed=7, zygote=zygote)
     print(f"kill test: {outcomes}")
     assert outcomes["differences"] == 0
     assert outcomes["kill_points"] >= 8 and outcomes["left_unfinished_batch"] >= 5
 
 
 @pytest.mark.slow
-def test_killed_runs_many_points(tmp_path):
-    outcomes = _kill_test(tmp_path, timed_points=60, seed=11)
+def test_killed_runs_many_points(tmp_path, zygote):
+    outcomes = _kill_test(tmp_path, timed_points=60, seed=11, zygote=zygote)
     print(f"kill test (slow tier): {outcomes}")
     assert outcomes["differences"] == 0
 
@@ -277,7 +288,7 @@ def test_fact_files_of_a_killed_run_stay_out_of_the_tables(tmp_path):
     assert on_disk == {Path(u).name for u in Store(str(store)).delta("function_callers").file_uris()}
 
 
-def test_killed_replacing_run_recovers(tmp_path):
+def test_killed_replacing_run_recovers(tmp_path, zygote):
     """Kills after every commit of a run that replaces changed files: a reader never sees two versions
     of one file, and the next run ends where a clean run ends."""
     import shutil
@@ -298,7 +309,7 @@ def test_killed_replacing_run_recovers(tmp_path):
     while True:
         store = tmp_path / f"after-{k}"
         shutil.copytree(v1, store)
-        code = run_ingest(tmp_path / "src", store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}).wait()
+        code = run_ingest(tmp_path / "src", store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}, zygote=zygote).wait()
         con = Store(str(store)).connect()
         uris = [row[0] for row in con.sql("SELECT source_uri FROM intervals").fetchall()]
         con.close()
