@@ -7,14 +7,13 @@ ingest after anything (a kill included) leaves them behind the live intervals.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+from helpers.forked import Zygote
 from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
 from helpers.recovery import recover
 from proflake import Profiles, ingest
@@ -223,29 +222,29 @@ def test_killed_at_every_commit_the_rollups_end_fresh_and_right(tmp_path):
     expected = Profiles(str(clean)).by_training_phase(node="all", per_node=True)
 
     def run(store: Path, kill_after: int | None) -> int:
-        env = {**os.environ, "PROFLAKE_FLUSH_ROWS": "500"}
+        env = {"PROFLAKE_FLUSH_ROWS": "500"}
         if kill_after is not None:
             env["PROFLAKE_KILL_AFTER_COMMITS"] = str(kill_after)
-        return subprocess.run(
-            [sys.executable, "-m", "proflake.cli", "ingest", str(source), "--store", str(store), "--workers", "1"],
-            env=env, capture_output=True,
-        ).returncode
+        # A child forked from one interpreter that has imported proflake (helpers/forked.py): real
+        # processes, killed at each commit, without a new interpreter's start-up for each.
+        return zygote.run(["ingest", str(source), "--store", str(store), "--workers", "1"], env).wait()
 
     killed = 0
-    for k in range(1, 60):
-        store = tmp_path / f"after-{k}"
-        code = run(store, k)
-        if code == 0:
-            break
-        assert code == -signal.SIGKILL
-        killed += 1
-        recover(source, store, {"PROFLAKE_FLUSH_ROWS": "500"})  # the next run, in this process
-        profiles = Profiles(str(store))
-        assert profiles._phase_rollup_state() == ({"job-1"}, {"job-1"}), k
-        answer = profiles.by_training_phase(node="all", per_node=True)
-        assert answer.table.num_rows == expected.table.num_rows, k
-        for group in expected.groups():
-            assert_same_pstats(answer.to_pstats(group).stats, expected.to_pstats(group).stats)
+    with Zygote() as zygote:
+        for k in range(1, 60):
+            store = tmp_path / f"after-{k}"
+            code = run(store, k)
+            if code == 0:
+                break
+            assert code == -signal.SIGKILL
+            killed += 1
+            recover(source, store, {"PROFLAKE_FLUSH_ROWS": "500"})  # the next run, in this process
+            profiles = Profiles(str(store))
+            assert profiles._phase_rollup_state() == ({"job-1"}, {"job-1"}), k
+            answer = profiles.by_training_phase(node="all", per_node=True)
+            assert answer.table.num_rows == expected.table.num_rows, k
+            for group in expected.groups():
+                assert_same_pstats(answer.to_pstats(group).stats, expected.to_pstats(group).stats)
     assert killed >= 4  # facts, intervals, both roll-up tables at least
 
 
