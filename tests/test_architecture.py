@@ -207,10 +207,16 @@ def test_no_import_cycles():
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    for v in graph:
-        if v not in index:
-            strongconnect(v)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in graph:
+            if v not in index:
+                strongconnect(v)
+    finally:
+        # Put back: tests of deep documents (tests/test_plain_files.py) rely on the default limit, and
+        # pytest-xdist may run them after this one in the same process.
+        sys.setrecursionlimit(limit)
     assert not cycles, f"import cycles: {cycles}"
 
 
