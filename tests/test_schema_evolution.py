@@ -255,3 +255,31 @@ def test_an_old_store_on_s3_is_read_and_upgraded_by_an_ingest(s3, bucket, tmp_pa
     assert sorted(after) == sorted([*before, ("cprofile", "cprofile", "seconds"), ("pyinstrument", "pyinstrument", "seconds")])
     record = json.loads(s3.client().get_object(Bucket=bucket, Key=f"store/{RECORD}")["Body"].read())
     assert record["schema_version"] == 2 and record["history"][0]["rows"] == 10
+
+
+def test_files_an_older_release_wrote_into_a_migrated_store_are_found_and_back_filled(upgraded, tmp_path):
+    """The c1d8011 release does not read the record: its full refresh of the migrated store would commit
+    intervals files without the new columns. check names them; --repair rewrites the table back-filled."""
+    import os
+    import time
+
+    from deltalake.transaction import AddAction
+
+    store = tmp_path / "store"
+    shutil.copytree(upgraded, store)
+    table = Store(store).delta("intervals")
+    adds = []
+    for old in sorted((OLD_STORE / "intervals").glob("*.parquet")):  # the old release's own files
+        shutil.copy(old, store / "intervals" / old.name)
+        stats = json.dumps({"numRecords": pq.read_metadata(old).num_rows})
+        adds.append(AddAction(old.name, os.path.getsize(old), {}, int(time.time() * 1000), True, stats))
+    table.create_write_transaction(adds, mode="overwrite", schema=table.schema())  # as its commit_data_files did
+    found = run_cli(["check", "--store", str(store)])
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert found.stdout.startswith("damage: old_release_files: table 'intervals': 2 data file(s) lack column(s) "
+                                   "source_format, time_unit, sample_rate_hz of schema version 2"), found.stdout
+    repaired = run_cli(["check", "--repair", "--store", str(store)])
+    assert repaired.returncode == 0 and repaired.stdout.startswith("repaired: old_release_files:"), repaired.stdout
+    assert all(set(NEW_COLUMNS) <= set(columns) for columns in parquet_columns(store))
+    assert_old_answers(store)
+    assert run_cli(["check", "--store", str(store)]).returncode == 0

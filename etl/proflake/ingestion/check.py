@@ -13,7 +13,8 @@ What is checked, each finding one line naming the damage and its remedy:
 * the derived phase roll-ups were built from the live intervals;
 * the store's schema version (``_proflake/schema.json``, etl/proflake/store/migrations.py) is reported
   with the migrations pending; a store of a later release is refused (NewerStoreError), an unreadable
-  record is a finding.
+  record is a finding, and so are the data files of a migrated local store that lack a column it added
+  (an older release wrote them; --repair rewrites the table back-filled).
 
 ``--repair`` (under the writer lock): recreates a missing table, removes unreadable, missing or changed
 files from its log (Delta's FSCK), finishes killed batches, applies pending migrations (an unreadable
@@ -39,7 +40,7 @@ from proflake.ingestion.restore import Plan, plan, reachable, settle
 from proflake.schema import ALL_TABLES, DERIVED_TABLES
 from proflake.store.checksums import changed_files, listed_objects, recorded
 from proflake.store.lock import StoreLock
-from proflake.store.migrations import RECORD, migrate, recover_record, refuse_newer
+from proflake.store.migrations import RECORD, back_fill, files_lacking_columns, migrate, recover_record, refuse_newer
 from proflake.store.store import FACT_TABLES, Store, sql_string
 
 
@@ -53,15 +54,23 @@ def check(store: Store, *, repair_damage: bool = False, wait: float = 0.0,
     report = CheckReport(store.location)
     readable = _schema(store, report, fix=False)
     if not repair_damage:
-        if readable:  # else every reader refuses the store: the rest is checked once the record is rewritten
+        # An unreadable record: every reader refuses the store; files an older release wrote: readers may
+        # fail on them. Either way the rest is checked once --repair has put that right.
+        if readable and not _old_release_files(store, report, fix=False):
             _inspect(store, report, fix=False)
         return report
     with StoreLock(store, wait=wait, purpose="proflake check --repair"):
         _schema(store, report, fix=True)
+        try:
+            _old_release_files(store, report, fix=True)
+        except Exception:  # noqa: BLE001 (a damaged file too: back-filled once _inspect has taken it out)
+            report.findings = [f for f in report.findings if f.kind != "old_release_files"]
         done = _inspect(store, report, fix=True)
         if refuse_newer(store).pending:  # after the damage is repaired: a migration reads its table
             report.migrated = migrate(store)
             report.schema = refuse_newer(store).to_dict()
+        if not any(f.kind == "old_release_files" for f in report.findings):
+            _old_release_files(store, report, fix=True)
     if done is None:
         return report
     if done.sources:
@@ -166,6 +175,23 @@ def _schema(store: Store, report: CheckReport, *, fix: bool) -> bool:
     found.repaired = True
     report.schema = refuse_newer(store).to_dict()
     return True
+
+
+def _old_release_files(store: Store, report: CheckReport, *, fix: bool) -> bool:
+    """Data files of a migrated local store that lack a column its migrations added: an older release
+    wrote them after the migration. ``fix``: rewrite their table, back-filling (etl/proflake/store/migrations.py).
+    True when there were any."""
+    if store.is_remote or not report.schema:
+        return False  # on S3 no footer is read (one listing per table)
+    found = files_lacking_columns(store, report.schema["schema_version"])
+    for name, (uris, columns) in found.items():
+        report.findings.append(Finding("old_release_files", (
+            f"table {name!r}: {len(uris)} data file(s) lack column(s) {', '.join(columns)} of schema version "
+            f"{report.schema['schema_version']} (written by an older proflake after the store was migrated; first: "
+            f"{uris[0]}); 'proflake check --repair --store {store.location}' rewrites the table with them back-filled"), fix))
+        if fix:
+            back_fill(store, name)
+    return bool(found)
 
 
 def _damaged_logs(store: Store) -> dict[str, str]:

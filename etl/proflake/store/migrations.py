@@ -245,7 +245,14 @@ def recover_record(store: Store) -> SchemaState:
 
 def _rewrite(store: Store, migration: Migration, table: Any) -> int:
     """Rewrite ``migration.table`` with its declared columns in one commit, back-filling the new ones."""
-    spec = table_spec(migration.table)
+    return _rewrite_table(store, migration.table, table, f"migration-{migration.version}")
+
+
+def _rewrite_table(store: Store, name: str, table: Any, label: str) -> int:
+    """Rewrite table ``name`` with its declared columns in one commit (fenced), each column a migration
+    added back-filled where a row lacks it; the rows rewritten."""
+    spec = table_spec(name)
+    read_as = {c: m.read_as[c] for c, m in added_columns(name).items() if c in m.read_as}
     dataset = table.to_pyarrow_dataset()
     rows = [0]
 
@@ -254,11 +261,42 @@ def _rewrite(store: Store, migration: Migration, table: Any) -> int:
             if rows[0]:
                 _kill_point("migration-rewrite")
             rows[0] += batch.num_rows
-            yield _back_filled(batch, migration, spec.arrow_schema)
+            yield _back_filled(batch, read_as, spec.arrow_schema)
 
     reader = pa.RecordBatchReader.from_batches(spec.arrow_schema, batches())
-    store._overwrite(migration.table, reader, None, f"migration-{migration.version}")  # one commit, fenced
+    store._overwrite(name, reader, None, label)  # one commit, fenced
     return rows[0]
+
+
+def files_lacking_columns(store: Store, version: int) -> dict[str, tuple[list[str], list[str]]]:
+    """Table -> (its data files, columns) for the files of a local store that lack a column the
+    migrations up to ``version`` added: written into the migrated store by an older release."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for name in sorted({m.table for m in MIGRATIONS if m.version <= version}):
+        columns = [c for m in MIGRATIONS if m.table == name and m.version <= version for c in m.columns]
+        try:
+            uris = store.delta(name).file_uris()
+        except StoreError:  # a lost table or a damaged log: check's own findings
+            continue
+        lacking = []
+        for uri in uris:
+            try:
+                names = set(pq.read_schema(uri).names)
+            except Exception:  # noqa: BLE001 (an unreadable file is check's bad_file finding)
+                continue
+            if not set(columns) <= names:
+                lacking.append(uri)
+        if lacking:
+            out[name] = (lacking, columns)
+    return out
+
+
+def back_fill(store: Store, name: str) -> int:
+    """Rewrite table ``name`` so every file has this release's columns (``check --repair``, for files an
+    older release wrote into a migrated store); the rows rewritten. Call with the writer lock held."""
+    return _rewrite_table(store, name, store.delta(name), "back-fill")
 
 
 def _kill_point(point: str) -> None:
@@ -269,19 +307,21 @@ def _kill_point(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _back_filled(batch: pa.RecordBatch, migration: Migration, schema: pa.Schema) -> pa.RecordBatch:
-    """``batch`` in ``schema``: each column it lacks is its ``read_as`` value (another column, or a
-    string constant), else NULL."""
+def _back_filled(batch: pa.RecordBatch, read_as: dict[str, str], schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` in ``schema``: a column it lacks, or the NULLs of one it holds, take the column's
+    ``read_as`` value (another column, or a string constant); a column it lacks with none is NULL."""
+    import pyarrow.compute as pc
+
     arrays = []
     for f in schema:
-        if f.name in batch.schema.names:
-            arrays.append(batch.column(f.name).cast(f.type))
-            continue
-        value = migration.read_as.get(f.name)
+        value = read_as.get(f.name)
+        held = batch.column(f.name).cast(f.type) if f.name in batch.schema.names else None
         if value is None:
-            arrays.append(pa.nulls(batch.num_rows, f.type))
-        elif value.startswith("'"):
-            arrays.append(pa.array([value.strip("'")] * batch.num_rows, f.type))
+            arrays.append(held if held is not None else pa.nulls(batch.num_rows, f.type))
+            continue
+        fill = pa.scalar(value.strip("'"), f.type) if value.startswith("'") else batch.column(value).cast(f.type)
+        if held is None:
+            arrays.append(pa.array([fill.as_py()] * batch.num_rows, f.type) if isinstance(fill, pa.Scalar) else fill)
         else:
-            arrays.append(batch.column(value).cast(f.type))
+            arrays.append(pc.coalesce(held, fill))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
