@@ -1,4 +1,4 @@
-"""proflake's benchmark: a realistic smdebug corpus, a faithful smdebug baseline, and one runner.
+"""proflake's benchmark: how much faster than smdebug, on your corpus (``python -m bench --corpus PATH``).
 
-    python -m bench.run --files 2000        # see bench/README.md
+The lab, what the project measures itself with, is ``bench.lab`` (``python -m bench.lab.run``); see bench/README.md.
 """

@@ -281,7 +281,7 @@ def generate(
     job_dir = out / JOB_NAME
     if job_dir.exists():
         if not force:
-            raise SystemExit(f"{job_dir} exists; pass --force to replace it, or reuse it with bench.run --corpus {out}")
+            raise SystemExit(f"{job_dir} exists; pass --force to replace it, or reuse it with bench.lab.run --corpus {out}")
         shutil.rmtree(job_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -53,7 +53,7 @@ def run_bench(tmp_path: Path, files: int, nodes: int, *extra: str, timeout: int 
     result = tmp_path / "result.json"
     done = subprocess.run(
         [
-            sys.executable, "-m", "bench.run",
+            sys.executable, "-m", "bench.lab.run",
             "--files", str(files), "--nodes", str(nodes), "--out", str(corpus), "--json-out", str(result), *extra,
         ],
         cwd=REPO, capture_output=True, text=True, timeout=timeout,
@@ -70,7 +70,7 @@ def check_result(data: dict, methods: set[str] | tuple[str, ...] = tuple(METHODS
     assert data["meta"]["cprofile_decoder"] == "compiled"
     one = data["ingest"]["runs"]["1"]
     assert one["seconds"] > 0 and one["x_floor"] > 0 and one["peak_rss_mb"] > 0
-    # Ingest is the fastest of its passes, as the floors are of theirs (bench.run --ingest-passes).
+    # Ingest is the fastest of its passes, as the floors are of theirs (bench.lab.run --ingest-passes).
     assert len(one["passes_seconds"]) == 2 and one["seconds"] == pytest.approx(min(one["passes_seconds"]), abs=1e-3)
     # Each pass's floor pass counts, and the fastest pass is set against its own.
     assert len(one["adjacent_floors_seconds"]) == 2
@@ -81,8 +81,8 @@ def check_result(data: dict, methods: set[str] | tuple[str, ...] = tuple(METHODS
     paired = [i / f for i, f in zip(one["passes_seconds"], one["adjacent_parquet_floors_seconds"])]
     assert one["x_adjacent_parquet_floors"] == pytest.approx(paired)
     assert one["x_adjacent_parquet_floor"] == pytest.approx((paired[0] + paired[1]) / 2)
-    from bench.cases.ingest import best_parquet_floor
-    from bench.targets import fmt_x as _fmt_x
+    from bench.lab.cases.ingest import best_parquet_floor
+    from bench.lab.targets import fmt_x as _fmt_x
 
     every_parquet_pass = [*data["parquet_floor"]["passes_seconds"]] + [
         s for run in data["ingest"]["runs"].values() if isinstance(run, dict) for s in run["adjacent_parquet_floors_seconds"]
@@ -125,7 +125,7 @@ def check_result(data: dict, methods: set[str] | tuple[str, ...] = tuple(METHODS
     # The single step, four calls alternated: every round timed, and the targets read from the round ratios.
     from statistics import median
 
-    from bench.targets import TARGETS
+    from bench.lab.targets import TARGETS
 
     one_step = data["single_step"]
     runs = one_step["runs_ms"]
@@ -148,7 +148,7 @@ def check_result(data: dict, methods: set[str] | tuple[str, ...] = tuple(METHODS
 
 
 def check_trend(data: dict) -> None:
-    """The trend row (bench/cases/trend.py): 20 jobs (at 10, three jobs of 4 steps after the change are too few
+    """The trend row (bench/lab/cases/trend.py): 20 jobs (at 10, three jobs of 4 steps after the change are too few
     to find all five), its planted change found, timed, its peak memory measured, judged and printed."""
     t = data["trend"]
     assert t["jobs"] == t["corpus"]["jobs"] == 20 and t["reused_store"] is False
@@ -163,14 +163,14 @@ def check_trend(data: dict) -> None:
 def check_render_and_registry(data: dict, result: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The tables come from the JSON alone, and a section plugged into the registry is run on request,
     judged and printed with the others."""
-    rendered = subprocess.run([sys.executable, "-m", "bench.run", "--render", str(result)],
+    rendered = subprocess.run([sys.executable, "-m", "bench.lab.run", "--render", str(result)],
                               cwd=REPO, capture_output=True, text=True, timeout=120)
     assert rendered.returncode == 0, rendered.stderr[-2000:]
     assert rendered.stdout.rstrip("\n") == data["markdown"]
 
-    from bench import sections
-    from bench.run import parse_args
-    from bench.targets import target
+    from bench.lab import sections
+    from bench.lab.run import parse_args
+    from bench.lab.targets import target
 
     def run_toy(ctx) -> None:
         ctx.data["toy"] = {"ms": 2.0}
@@ -209,7 +209,7 @@ def test_bench_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert data["single_step"]["rounds"] == 3  # --alternations
     check_render_and_registry(data, tmp_path / "result.json", monkeypatch)
     manifest = json.loads((corpus / "corpus.json").read_text())
-    from bench.cases.fetch import build_cases
+    from bench.lab.cases.fetch import build_cases
 
     assert {case.name for case in build_cases(manifest)} == METHODS
     assert manifest["cprofile_files"] == 40 and manifest["node_ids"] == ["algo-1", "algo-2"]
@@ -296,7 +296,7 @@ def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "bench.corpus", "--files", "20", "--nodes", "2", "--out", str(corpus)],
                    cwd=REPO, check=True, capture_output=True, timeout=300)
     done = subprocess.run(
-        [sys.executable, "-m", "bench.ab", "--corpus", str(corpus), "--before", str(REPO), "--rounds", "2",
+        [sys.executable, "-m", "bench.lab.ab", "--corpus", str(corpus), "--before", str(REPO), "--rounds", "2",
          "--workers", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
@@ -304,6 +304,39 @@ def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
     line = done.stdout.strip()
     assert line.startswith("1 worker(s): before ") and line.endswith("x")
     assert "'before': [" in line and "'after': [" in line
-    refused = subprocess.run([sys.executable, "-m", "bench.ab", "--corpus", str(tmp_path), "--before", str(REPO)],
+    refused = subprocess.run([sys.executable, "-m", "bench.lab.ab", "--corpus", str(tmp_path), "--before", str(REPO)],
                              cwd=REPO, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "holds no corpus.json" in refused.stderr
+
+
+def test_user_bench_one_table_on_a_given_corpus(tmp_path: Path) -> None:
+    """``python -m bench --corpus JOB``: every smdebug method timed on both sides, proflake's answers smdebug's."""
+    from bench import corpus
+
+    corpus.generate(tmp_path / "c", files=20, nodes=2, seed=5, jobs=1, log=lambda m: None)
+    result = tmp_path / "user.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--corpus", str(tmp_path / "c" / corpus.JOB_NAME), "--repeats", "1",
+         "--json-out", str(result)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^\| method \| selects \| smdebug \(s\) \| proflake \(s\) \|", done.stdout, re.MULTILINE)
+    data = json.loads(result.read_text())
+    assert data["files"] == 20 and data["ingest_s"] > 0
+    assert [row["method"] for row in data["rows"]] == [
+        "by_step", "by_step (range)", "by_time", "between_modes", "pre_step_zero", "post_hook_close",
+        "by_training_phase", "by_job_phase", "list_profile_stats", "list_available_node_ids",
+    ]
+    for row in data["rows"]:
+        assert row["answer"].startswith("match"), row
+        assert row["smdebug_s"] > 0 and row["proflake_s"] > 0
+    assert done.stdout.count("x faster |") == len(data["rows"])
+
+
+def test_user_bench_refuses_a_folder_without_smdebug_layout(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "bench", "--corpus", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {tmp_path} has no smdebug cProfile folder (framework/<framework>/cprofile) below it."
+    assert "Traceback" not in done.stderr

@@ -1,4 +1,4 @@
-"""bench/cli_startup.py end to end with one round: every row measured, ratios against the floors."""
+"""bench/lab/cli_startup.py end to end with one round: every row measured, ratios against the floors."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_cli_startup_bench_measures_every_row(tmp_path):
     out = tmp_path / "startup.json"
     done = subprocess.run(
-        [sys.executable, "-m", "bench.cli_startup", "--repeats", "1", "--json-out", str(out)],
+        [sys.executable, "-m", "bench.lab.cli_startup", "--repeats", "1", "--json-out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]

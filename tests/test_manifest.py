@@ -44,7 +44,7 @@ def live(store: str) -> list[tuple]:
 _CHILD = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from bench.manifest_bench import SimulatedSource, _NoPool, _peak_mb, _reset_peak, _rss_mb
+from bench.lab.manifest_bench import SimulatedSource, _NoPool, _peak_mb, _reset_peak, _rss_mb
 from proflake.ingestion.batch import Batch
 from proflake.store.store import Store
 
@@ -66,7 +66,7 @@ print(json.dumps({{"answers": answers, "growth_mb": _peak_mb() - base}}))
 
 
 def test_the_driver_does_not_hold_the_store_s_intervals(tmp_path):
-    from bench.manifest_bench import simulated_store
+    from bench.lab.manifest_bench import simulated_store
 
     small, big, n = tmp_path / "small", tmp_path / "big", 300_000
     simulated_store(small, 40_000)

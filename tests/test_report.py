@@ -251,7 +251,7 @@ def test_empty_selection_still_writes_a_report(store, tmp_path):
 
 
 def test_report_bench_measures_each_selection(store, tmp_path):
-    from bench.report_bench import markdown, measure
+    from bench.lab.report_bench import markdown, measure
 
     rows = measure(store, 1, tmp_path)
     assert [(r["profiler"], r["selection"]) for r in rows] == [("cprofile", "whole job"), ("pyinstrument", "whole job")]

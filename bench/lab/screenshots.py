@@ -4,7 +4,7 @@ tests) at a 1,400 px wide viewport, each page whole.
 
     python -m bench.corpus --files 10000 --out /tmp/corpus-10k
     proflake ingest /tmp/corpus-10k --store /tmp/store-10k
-    python -m bench.screenshots --store /tmp/store-10k --out docs
+    python -m bench.lab.screenshots --store /tmp/store-10k --out docs
 
 The report is of the whole job (``proflake report job``); the diff compares the first ``--steps`` train
 steps with the next as many, on every node (``proflake diff JOB --base-steps 0:N-1 --head-steps N:2N-1``).
@@ -54,7 +54,7 @@ def shoot(written: dict[str, Path], out: Path) -> list[Path]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.screenshots", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.screenshots", description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="a store holding a bench corpus")
     parser.add_argument("--job", default=JOB_NAME, help=f"the job (default {JOB_NAME}, a bench corpus's)")
     parser.add_argument("--steps", type=int, default=1000, help="train steps per side of the diff (default 1000)")

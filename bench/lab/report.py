@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from bench.cases.ingest import (
+from bench.lab.cases.ingest import (
     adjacent_floors,
     adjacent_parquet_floors,
     best_floor,
     best_parquet_floor,
     paired_parquet_ratios,
 )
-from bench.targets import fmt_ms, fmt_pct, fmt_x
+from bench.lab.targets import fmt_ms, fmt_pct, fmt_x
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str) -> list[str]:

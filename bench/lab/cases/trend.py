@@ -1,10 +1,10 @@
-"""proflake trend over a long series of jobs: the section ``trend`` (bench/trend_bench.py's corpus and
+"""proflake trend over a long series of jobs: the section ``trend`` (bench/lab/trend_bench.py's corpus and
 measurement, run in a child process so its peak memory is its own).
 
 ``--trend-jobs N`` (default 1,000) jobs of 4 train steps on one node, 100 functions a step, the five
 largest 30% slower from job 0.7 N on; ``--trend-jobs 0`` leaves the section out. The corpus and its store
 are kept under the run's corpus folder (``trend-<N>j/``) and reused by the next run of the same size, or
-taken from ``--trend-store DIR`` (a store ``python -m bench.trend_bench`` wrote).
+taken from ``--trend-store DIR`` (a store ``python -m bench.lab.trend_bench`` wrote).
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.cases import Context
-from bench.harness import REPO, OtherLoad, child_env
-from bench.report import table
-from bench.targets import target
+from bench.lab.cases import Context
+from bench.lab.harness import REPO, OtherLoad, child_env
+from bench.lab.report import table
+from bench.lab.targets import target
 
 TREND_PEAK_RSS_MB = 1024.0  # a 2 GB CI runner holds it beside the job (526 MB at 1,000 jobs, 420 before the calls)
 TREND_S_PER_1000_JOBS = 5.0  # a morning's look at the nightly series takes seconds, not minutes
 
 
 def run_trend(ctx: Context) -> None:
-    """The section: ``bench.trend_bench`` on the trend corpus, its figures under ``ctx.data["trend"]``."""
+    """The section: ``bench.lab.trend_bench`` on the trend corpus, its figures under ``ctx.data["trend"]``."""
     args = ctx.args
     if args.trend_jobs == 0 and args.trend_store is None:
         return
@@ -34,7 +34,7 @@ def run_trend(ctx: Context) -> None:
         if json.loads((out / "corpus.json").read_text()).get("jobs") == args.trend_jobs:
             store = out / "store"  # an earlier run's corpus of this size: its ingest is not what is measured
     result = out / "trend.json"
-    command = [sys.executable, "-m", "bench.trend_bench", "--repeats", str(args.trend_repeats), "--json-out", str(result)]
+    command = [sys.executable, "-m", "bench.lab.trend_bench", "--repeats", str(args.trend_repeats), "--json-out", str(result)]
     command += ["--store", str(store)] if store else ["--jobs", str(args.trend_jobs), "--out", str(out)]
     out.mkdir(parents=True, exist_ok=True)
     ctx.log(f"trend: {'reusing ' + str(store) if store else f'writing and ingesting {args.trend_jobs} jobs'}")
@@ -70,7 +70,7 @@ def render_trend(data: dict) -> list[str]:
         "",
         f"Trend: `Profiles.trend` of every job (median of {c.get('repeats', '?')}, warm), {c.get('steps', '?')} train steps a "
         f"job on {c.get('nodes', '?')} node(s), {c.get('functions', '?')} functions a step; the page is "
-        "`TrendResult.report()`; peak RSS of the measuring process over those calls (bench/cases/trend.py).",
+        "`TrendResult.report()`; peak RSS of the measuring process over those calls (bench/lab/cases/trend.py).",
         "",
         *table(["jobs", "series rows", "trend", "series query", "change points", "page", "peak RSS", "series tested",
                 "changes", "right"], rows, "rrrrrrrrrl"),

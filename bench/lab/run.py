@@ -1,13 +1,13 @@
 """The one benchmark command: a corpus, then the floors, ingest, store size and every fetch method,
 measured side by side in one run and judged as ratios (bench/README.md says what each figure means).
 
-    python -m bench.run --files 2000                  # generate a corpus, measure, print, write JSON
-    python -m bench.run --corpus /tmp/proflake-bench/corpus-2000-4n-s0    # reuse a corpus
-    python -m bench.run --render RESULT.json          # print an earlier run's tables
+    python -m bench.lab.run --files 2000                  # generate a corpus, measure, print, write JSON
+    python -m bench.lab.run --corpus /tmp/proflake-bench/corpus-2000-4n-s0    # reuse a corpus
+    python -m bench.lab.run --render RESULT.json          # print an earlier run's tables
 
-This module parses the options and runs the sections of ``bench.sections`` in order; the machinery is
-in ``bench.harness``, what is measured in ``bench.cases``, the goals in ``bench.targets``, the tables in
-``bench.report``. Prints markdown and writes everything as JSON (``--json-out``, default
+This module parses the options and runs the sections of ``bench.lab.sections`` in order; the machinery is
+in ``bench.lab.harness``, what is measured in ``bench.lab.cases``, the goals in ``bench.lab.targets``, the tables in
+``bench.lab.report``. Prints markdown and writes everything as JSON (``--json-out``, default
 ``bench/results/<UTC timestamp>.json``).
 """
 
@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: python bench/run.py
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script: python bench/lab/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import baseline as bl  # noqa: E402
 from bench import corpus as corpus_mod  # noqa: E402
-from bench.cases import Context  # noqa: E402
-from bench.cases.ingest import ingest_signature  # noqa: E402
-from bench.harness import (  # noqa: E402
+from bench.lab.cases import Context  # noqa: E402
+from bench.lab.cases.ingest import ingest_signature  # noqa: E402
+from bench.lab.harness import (  # noqa: E402
     RESULTS_DIR,
     WARMUP_S,
     code_hash,
@@ -42,12 +42,12 @@ from bench.harness import (  # noqa: E402
     snapshot_and_reexec,
     timestamp,
 )
-from bench.sections import SECTIONS, chosen, evaluate_targets, render_markdown  # noqa: E402
+from bench.lab.sections import SECTIONS, chosen, evaluate_targets, render_markdown  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.run", description="proflake's benchmark (see bench/README.md)"
+        prog="python -m bench.lab.run", description="proflake's benchmark (see bench/README.md)"
     )
     src = parser.add_argument_group("corpus")
     src.add_argument("--files", type=int, default=2000, help="cProfile files to generate (default 2000)")
@@ -104,10 +104,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--trend-jobs",
         type=int,
         default=1000,
-        help="jobs in the trend section's series (bench/cases/trend.py; default 1000, 0 leaves it out)",
+        help="jobs in the trend section's series (bench/lab/cases/trend.py; default 1000, 0 leaves it out)",
     )
     m.add_argument(
-        "--trend-store", type=Path, help="measure trend on this store (written by python -m bench.trend_bench)"
+        "--trend-store", type=Path, help="measure trend on this store (written by python -m bench.lab.trend_bench)"
     )
     m.add_argument("--trend-repeats", type=int, default=3, help="Profiles.trend calls timed (median; default 3)")
     m.add_argument(
@@ -141,7 +141,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[],
         metavar="SECTION",
-        help="also run these optional sections (bench/sections.py: "
+        help="also run these optional sections (bench/lab/sections.py: "
         + (", ".join(s.name for s in SECTIONS if not s.default) or "none yet")
         + ")",
     )
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     data: dict[str, Any] = {
         "meta": {
             "date": now(),
-            "command": "python -m bench.run " + " ".join(command),
+            "command": "python -m bench.lab.run " + " ".join(command),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpu_count": os.cpu_count(),

@@ -1,5 +1,5 @@
 """What the benchmark measures, one module per family; each section is a function ``run(ctx)`` that adds
-its figures to ``ctx.data`` (the run's JSON). ``bench.sections`` lists them in the order they run.
+its figures to ``ctx.data`` (the run's JSON). ``bench.lab.sections`` lists them in the order they run.
 
     ingest.py        the decode and Parquet floors, full and incremental ingests, the parse pass, store bytes
     fetch.py         every fetch method through the native API, the compatible API, the CLI and smdebug
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.harness import wait_for_quiet
+from bench.lab.harness import wait_for_quiet
 
 
 @dataclass

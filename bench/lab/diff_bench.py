@@ -1,8 +1,8 @@
 """proflake diff: its cost against fetching the same two selections, and its error rates.
 
-    python -m bench.diff_bench --files 10000                 # corpus + store in $TMPDIR/proflake-diff-bench
-    python -m bench.diff_bench --store DIR --job bench-job   # an existing store of a bench.corpus corpus
-    python -m bench.diff_bench --error-rates --seeds 2000    # false-positive rate and power, no store
+    python -m bench.lab.diff_bench --files 10000                 # corpus + store in $TMPDIR/proflake-diff-bench
+    python -m bench.lab.diff_bench --store DIR --job bench-job   # an existing store of a bench.corpus corpus
+    python -m bench.lab.diff_bench --error-rates --seeds 2000    # false-positive rate and power, no store
 
 **Cost.** Two selections of ``--steps`` train steps each (steps 0..N-1 and N..2N-1, all nodes) of the
 corpus's job, on one warm ``Profiles``: ``Profiles.diff`` of the two against ``fetch by_step`` of each (the
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "etl") not in sys.path:
     sys.path.insert(0, str(REPO / "etl"))
 
@@ -155,7 +155,7 @@ def _result(d, total, table):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.diff_bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.diff_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10000, help="corpus size when no --store is given")
     parser.add_argument("--store", type=Path, help="an existing store of a bench.corpus corpus")
     parser.add_argument("--job", default="bench-job")

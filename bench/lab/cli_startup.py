@@ -1,6 +1,6 @@
 """CLI start-up: proflake's commands against the cost of starting Python with the libraries they need.
 
-    python -m bench.cli_startup [--repeats 15] [--json-out FILE]
+    python -m bench.lab.cli_startup [--repeats 15] [--json-out FILE]
 
 Measured in one run, alternating, so the host's drift is shared by every row:
 
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LEGACY = REPO / "tests" / "data" / "smdebug-tf-legacy"
 TARGET = 1.3
 
@@ -111,7 +111,7 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.cli_startup", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.cli_startup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15, help="rounds of every command (default 15)")
     parser.add_argument("--json-out", metavar="FILE", help="also write the result as JSON")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The registry of what ``python -m bench.run`` measures: its sections, in the order they run, each with
+"""The registry of what ``python -m bench.lab.run`` measures: its sections, in the order they run, each with
 the targets it is judged by and how it is printed.
 
 A new case plugs in with one ``Section`` appended to ``SECTIONS`` (bench/README.md, "Adding a case"):
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench import report, targets
-from bench.cases import Context
-from bench.cases.fetch import run_fetches
-from bench.cases.ingest import run_floors, run_ingests, run_readers, run_store
-from bench.cases.single_step import run_single_step
-from bench.cases.trend import render_trend, run_trend, trend_targets
+from bench.lab import report, targets
+from bench.lab.cases import Context
+from bench.lab.cases.fetch import run_fetches
+from bench.lab.cases.ingest import run_floors, run_ingests, run_readers, run_store
+from bench.lab.cases.single_step import run_single_step
+from bench.lab.cases.trend import render_trend, run_trend, trend_targets
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import baseline as bl
-from bench.cases import Context
-from bench.harness import REPO, OtherLoad, TreeRssSampler, child_env, dir_bytes, fastest_pass
+from bench.lab.cases import Context
+from bench.lab.harness import REPO, OtherLoad, TreeRssSampler, child_env, dir_bytes, fastest_pass
 
 # Re-runs of the unchanged corpus, the fastest reported as for a full ingest (a single pass is too noisy:
 # docs/performance-log.md).
@@ -163,9 +163,9 @@ def ingest_supports_workers() -> bool:
 
 
 def run_ingest(source: str, store: Path, workers: int | None, profile: str | None = None) -> dict:
-    """One ``proflake.ingestion.batch.ingest`` in a child (bench.ingest_child): its report, seconds and
+    """One ``proflake.ingestion.batch.ingest`` in a child (bench.lab.ingest_child): its report, seconds and
     CPU, and the peak memory of its process tree sampled from outside."""
-    cmd = [sys.executable, "-m", "bench.ingest_child", source, str(store)]
+    cmd = [sys.executable, "-m", "bench.lab.ingest_child", source, str(store)]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     if profile:

@@ -1,8 +1,8 @@
 """Ingest on Spark against the local pool, and what more executors would buy (issue 25).
 
-    python -m bench.spark_bench --files 10000            # corpus in $TMPDIR/proflake-spark-bench
-    python -m bench.spark_bench --corpus DIR             # an existing bench.corpus corpus
-    python -m bench.spark_bench --corpus DIR --json-out results.json --rounds 2
+    python -m bench.lab.spark_bench --files 10000            # corpus in $TMPDIR/proflake-spark-bench
+    python -m bench.lab.spark_bench --corpus DIR             # an existing bench.corpus corpus
+    python -m bench.lab.spark_bench --corpus DIR --json-out results.json --rounds 2
 
 In one process, in this order: a fresh ``local[2]`` SparkSession is started and one trivial job run
 (Spark's fixed start-up cost); then, ``--rounds`` times alternately, the corpus is ingested into a new
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "etl") not in sys.path:
     sys.path.insert(0, str(REPO / "etl"))
 
@@ -133,7 +133,7 @@ def project(spark_run: dict, local_wall: float, startup_s: float, job_floor_s: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.spark_bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.spark_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--corpus", type=Path, help="an existing bench.corpus corpus (default: built for --files)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "proflake-spark-bench")

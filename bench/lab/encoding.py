@@ -1,6 +1,6 @@
 """Which Parquet encoding the measured-time columns get: size and DuckDB read speed, same rows.
 
-    python -m bench.encoding STORE [--rounds 5] [--spark]
+    python -m bench.lab.encoding STORE [--rounds 5] [--spark]
 
 Rewrites every committed file of the store's fact tables once per candidate encoding with the store's own
 writer settings (etl/proflake/store/store.py writer_properties(); only the time columns' encoding differs),

@@ -21,8 +21,8 @@ again with the first round's object still held, as a notebook re-running its cel
 version are reused (proflake.smdebug.store_view), so only the refreshes' listings run. The targets
 are judged on the second ("again"); the first is reported beside it.
 
-    python -m bench.compat_notebook                 # 50 files, 2 nodes, 15 rounds
-    python -m bench.compat_notebook --files 500 --rounds 5 --json results.json
+    python -m bench.lab.compat_notebook                 # 50 files, 2 nodes, 15 rounds
+    python -m bench.lab.compat_notebook --files 500 --rounds 5 --json results.json
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def render(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.compat_notebook", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.compat_notebook", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=50, help="cProfile files of the job (default 50)")
     parser.add_argument("--nodes", type=int, default=2, help="nodes (default 2)")
     parser.add_argument("--rounds", type=int, default=15, help="rounds, proflake and smdebug alternated (default 15)")

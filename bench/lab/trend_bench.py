@@ -1,7 +1,7 @@
 """proflake trend over a long series of jobs: its cost, split into the series query and the change points.
 
-    python -m bench.trend_bench --jobs 1000                  # corpus + store in $TMPDIR/proflake-trend-bench
-    python -m bench.trend_bench --store DIR                  # that store again (a corpus written by this file)
+    python -m bench.lab.trend_bench --jobs 1000                  # corpus + store in $TMPDIR/proflake-trend-bench
+    python -m bench.lab.trend_bench --store DIR                  # that store again (a corpus written by this file)
 
 The corpus: ``--jobs`` jobs started a day apart, each with ``--steps`` train steps on ``--nodes`` nodes,
 every step a cProfile dump of ``--functions`` functions (own times falling off as 1/rank, 10% step noise
@@ -11,8 +11,8 @@ series query (queries/trend_series_cprofile.sql over the selected train steps) a
 search (proflake.query.changepoints), each timed alone; the trend page (``TrendResult.report()``: the
 charts' data and the diffs either side of the changes); this process's peak resident memory over those
 calls (VmHWM, reset after the warm-up call) and before them; and whether the five changes were found at
-the right job and nothing else was. ``bench.run`` runs this file in a child process (section ``trend``,
-bench/cases/trend.py), so the peak is trend's own.
+the right job and nothing else was. ``bench.lab.run`` runs this file in a child process (section ``trend``,
+bench/lab/cases/trend.py), so the peak is trend's own.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "etl") not in sys.path:
     sys.path.insert(0, str(REPO / "etl"))
 
@@ -134,7 +134,7 @@ def measure(store: Path, repeats: int, jobs: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.trend_bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.trend_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--steps", type=int, default=4, help="train steps per job and node")

@@ -1,6 +1,6 @@
 """What the ingest driver pays to compare a listing with a store's manifest: time and memory per run at N live intervals.
 
-    python -m bench.manifest_bench --intervals 1000000 10000000     # simulated stores in $TMPDIR
+    python -m bench.lab.manifest_bench --intervals 1000000 10000000     # simulated stores in $TMPDIR
 
 For each N, a store whose intervals table holds N simulated live intervals (jobs of 4 nodes x 1,000 steps;
 URIs, ids and versions shaped like S3's) is written once. Then, each in a fresh child process:
@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "etl") not in sys.path:
     sys.path.insert(0, str(REPO / "etl"))
 
@@ -198,7 +198,7 @@ def _reset_peak() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.manifest_bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.manifest_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--intervals", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--new", type=int, default=1_000, help="new files, and as many changed ones, in the listing")
     parser.add_argument("--skip-before", action="store_true", help="do not measure the dicts (10^7 needs ~15 GB)")
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             simulated_store(location, n)
             print(f"wrote {n} simulated intervals in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         for mode in ("after",) if args.skip_before else ("before", "after"):
-            done = subprocess.run([sys.executable, "-m", "bench.manifest_bench", "--child", mode, str(location), str(n), str(args.new)],
+            done = subprocess.run([sys.executable, "-m", "bench.lab.manifest_bench", "--child", mode, str(location), str(n), str(args.new)],
                                   cwd=REPO, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO / "etl")})
             results.append(json.loads(done.stdout))
             print(json.dumps(results[-1]), file=sys.stderr)

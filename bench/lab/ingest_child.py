@@ -1,4 +1,4 @@
-"""One ingest in its own process, so its peak RSS is its own: ``python -m bench.ingest_child SOURCE STORE``.
+"""One ingest in its own process, so its peak RSS is its own: ``python -m bench.lab.ingest_child SOURCE STORE``.
 
 Prints one JSON object on stdout: the seconds ``proflake.ingestion.batch.ingest`` took (imports excluded), the
 IngestReport, and ``getrusage`` peak RSS of this process and of any worker processes it waited for.
@@ -15,7 +15,7 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ingest_child")
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.ingest_child")
     parser.add_argument("source")
     parser.add_argument("store")
     parser.add_argument("--workers", type=int, help="passed as ingest(..., workers=N) when ingest accepts it")

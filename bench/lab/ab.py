@@ -1,7 +1,7 @@
 """Ingest the same corpus with two checkouts of proflake, alternating, in one run: their ratio is what a
-change bought, with the host's drift shared by both sides (bench.run's ratios are against floors).
+change bought, with the host's drift shared by both sides (bench.lab.run's ratios are against floors).
 
-    python -m bench.ab --corpus /tmp/pb/corpus-10k --before /tmp/old-checkout --rounds 3 --workers 1 2
+    python -m bench.lab.ab --corpus /tmp/pb/corpus-10k --before /tmp/old-checkout --rounds 3 --workers 1 2
 
 ``--before`` and ``--after`` (default: this checkout) are folders holding ``etl/proflake/``; each side runs in a
 fresh interpreter with that folder first on its path, into a fresh store, and only ``ingest()`` is timed.
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, sys, time
@@ -47,7 +47,7 @@ def time_ingest(checkout: Path, job_dir: str, workers: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.ab", description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True, help="a corpus written by bench.corpus")
     parser.add_argument("--before", type=Path, required=True, help="the checkout to compare against")
     parser.add_argument("--after", type=Path, default=REPO, help="default: this checkout")

@@ -3,7 +3,7 @@ an older run's JSON judges it by today's targets). bench/README.md says what eac
 it is set where it is.
 
 A target is a dict ``{"name", "target", "measured", "met", "note"}``; ``met`` is True, False or None
-(not measured). Each function below judges one section; bench.sections attaches them to their sections.
+(not measured). Each function below judges one section; bench.lab.sections attaches them to their sections.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.cases.ingest import best_floor, best_parquet_floor, paired_parquet_ratios
+from bench.lab.cases.ingest import best_floor, best_parquet_floor, paired_parquet_ratios
 
 # Targets for a 10k-file corpus (the issue's), checked, with numbers, on any corpus size.
 TARGETS = {

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import baseline as bl
-from bench.cases import Context
-from bench.cases.fetch import import_compat, one_step
-from bench.harness import OtherLoad, quiet
+from bench.lab.cases import Context
+from bench.lab.cases.fetch import import_compat, one_step
+from bench.lab.harness import OtherLoad, quiet
 
 
 def run_single_step(ctx: Context) -> None:
@@ -75,7 +75,7 @@ def bench_single_step(ctx: Context) -> dict:
         smdebug.fetch_profile_stats_by_step(step, node_id="any", refresh_stats=True)  # its listing, once
         calls: dict[str, Callable[[], Any]] = {
             # Asked afresh each time: the compatible classes keep an answer until the data changes
-            # (bench.compat_notebook times that); this row times the call itself against its SQL floor.
+            # (bench.lab.compat_notebook times that); this row times the call itself against its SQL floor.
             "compat": lambda: _forget_answers(compat) or compat.fetch_profile_stats_by_step(
                 step, node_id="any", refresh_stats=False
             ),

@@ -1,9 +1,9 @@
 """The benchmark's machinery, shared by every case: which code is measured, child processes and their
 memory, timing, and how busy the rest of the machine was meanwhile.
 
-A case file (``bench/<name>.py``) uses it as ``bench.run`` does::
+A case file (``bench/<name>.py``) uses it as ``bench.lab.run`` does::
 
-    from bench.harness import OtherLoad, measure
+    from bench.lab.harness import OtherLoad, measure
 
     with OtherLoad() as load:
         timing = measure(lambda: profiles.by_step(5), repeats=7, warmup_s=0.5)
@@ -34,8 +34,8 @@ from typing import Any
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[2]
+RESULTS_DIR = REPO / "bench" / "results"
 # What "the code measured" is: the package, its SQL and its table contracts.
 CODE_FOLDERS = (
     ("etl/proflake", "*.py"),
@@ -101,7 +101,7 @@ def cprofile_decoder() -> str:
     return "compiled (older than its source: reinstall)" if stale else "compiled"
 
 
-def snapshot_and_reexec(argv: list[str], target: Path | None, module: str = "bench.run") -> None:
+def snapshot_and_reexec(argv: list[str], target: Path | None, module: str = "bench.lab.run") -> None:
     """Copy the checkout (not .venv) and re-run ``python -m module argv`` from the copy, so edits made to
     the code while the benchmark runs cannot mix two versions of it into one result. Does not return."""
     target = (target or Path(tempfile.gettempdir()) / "proflake-bench" / f"snapshot-{timestamp()}").absolute()

@@ -1,7 +1,7 @@
 """Report benchmark: generation time and file size of `proflake report` (and the exports) on a corpus.
 
-    python -m bench.report_bench --files 10000                # builds the corpus (bench.corpus) and a store
-    python -m bench.report_bench --corpus DIR --store DIR     # reuse both
+    python -m bench.lab.report_bench --files 10000                # builds the corpus (bench.corpus) and a store
+    python -m bench.lab.report_bench --corpus DIR --store DIR     # reuse both
 
 For each selection (the whole job, one train step, a 100-step range; each for cProfile and pyinstrument)
 it times ``FetchResult.report()`` end to end (the roll-ups, the call tree, the JSON and the page) in this
@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # python bench/report_bench.py
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # python bench/lab/report_bench.py
     sys.path.insert(0, str(ROOT))
 
 
@@ -121,7 +121,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.report_bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.report_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10000, help="cProfile files of the corpus to build (default 10000)")
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--corpus", type=Path, help="an existing bench.corpus folder (skips building one)")

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import baseline as bl
-from bench.cases import Context
-from bench.cases.answers import check_answer
-from bench.harness import OtherLoad, Timing, measure, proflake_exe, quiet, run_quietly
+from bench.answers import check_answer
+from bench.lab.cases import Context
+from bench.lab.harness import OtherLoad, Timing, measure, proflake_exe, quiet, run_quietly
 
 
 @dataclass
@@ -25,7 +25,7 @@ class FetchCase:
     compat: Callable  # (analysis, node_id, refresh_stats) -> result; node_id "any" | "all"
     cli: list[str]  # proflake arguments (scope added per run)
     baseline: Callable  # (smdebug analysis, node_id, refresh_stats) -> result; node_id "any" | None
-    check: str  # how answers are compared: a key of bench.cases.answers.CHECKS, or "none"
+    check: str  # how answers are compared: a key of bench.answers.CHECKS, or "none"
     scopes: tuple[str, ...] = ("any", "all")
     cli_has_node: bool = True
 
