@@ -283,3 +283,29 @@ def test_files_an_older_release_wrote_into_a_migrated_store_are_found_and_back_f
     assert all(set(NEW_COLUMNS) <= set(columns) for columns in parquet_columns(store))
     assert_old_answers(store)
     assert run_cli(["check", "--store", str(store)]).returncode == 0
+
+
+@pytest.mark.integration
+def test_readers_see_the_same_answers_while_the_migration_is_killed_and_finished(tmp_path):
+    """A reader process asks the old store the data-safety questions after every change of its logs while
+    `check --repair` migrates it, killed half-way through the rewrite, killed after the commit, then run
+    through: every answer equals the one before the migration."""
+    from helpers.safety_reader import answer
+    from test_data_safety import readers
+
+    store = copy_old_store(tmp_path)
+    expected = answer(str(store))
+    assert expected["intervals"] == 10 and expected["by_step_calls"] > 0
+
+    def repair(env: dict[str, str]) -> int:
+        return subprocess.run([sys.executable, "-m", "proflake.cli", "check", "--repair", "--store", str(store)],
+                              capture_output=True, text=True, timeout=300, env={**os.environ, **env}).returncode
+
+    with readers(store, tmp_path) as seen:
+        assert repair({"PROFLAKE_KILL_AT": "migration-rewrite"}) == -signal.SIGKILL
+        assert repair({"PROFLAKE_KILL_AFTER_COMMITS": "1"}) == -signal.SIGKILL
+        assert not (store / RECORD).exists()
+        assert repair({}) == 0
+    assert [e["step"] for e in schema_state(Store(store)).history] == ["found applied"]
+    assert seen and all(a == expected for a in seen), [a for a in seen if a != expected][:3]
+    assert answer(str(store)) == expected
