@@ -7,7 +7,10 @@ recorded a schema version), from a worktree of that commit:
 
 It writes the source files (copies of tests/data/format-samples, so their bytes are fixed) under
 SOURCE_ROOT, ingests them in two batches, then records what that release answered on the store in
-tests/data/stores/v1-answers.json. The store's ``source_uri`` values name SOURCE_ROOT (absolute paths,
+tests/data/stores/v1-answers.json. The report data were added to the answers later, by the same
+release (c1d8011's package first on the path, this file as it is now), without rebuilding the store:
+
+    PYTHONPATH=<a worktree of c1d8011>/etl .venv/bin/python -m tests.helpers.old_store --answers tests/data/stores/v1 The store's ``source_uri`` values name SOURCE_ROOT (absolute paths,
 as a local ingest records them); the answers read them back as stored, so they do not depend on where
 the store sits (tests copy it to their tmp_path). ``answers`` runs in tests too, with this release, to
 compare: it uses only the public Python API both releases have.
@@ -133,12 +136,28 @@ def answers(store: Path) -> dict[str, Any]:
                 continue
             result = profiles.fetch(method, job=job, **args)
             answers_of_job[label] = {"table": _columns(result.table), "intervals": sorted(result.intervals["interval_id"].to_pylist())}
+        answers_of_job["report"] = _report(profiles.by_job_phase(job=job))
         out[job] = answers_of_job
     return out
 
 
+# What the report page shows, but for the function tables (the fetch answers hold them) and the flame
+# graph; its time and release say when and by what it was made.
+REPORT_PARTS = ("meta", "overview", "steps", "phases", "per_node")
+
+
+def _report(result: Any) -> dict[str, Any]:
+    from proflake.pages import report_data
+
+    data = report_data(result)
+    parts = {part: _plain(data[part]) for part in REPORT_PARTS}
+    parts["meta"] = {k: v for k, v in parts["meta"].items() if k not in ("generated_at", "proflake")}
+    return json.loads(json.dumps(parts, default=str))
+
+
 if __name__ == "__main__":
-    target = Path(sys.argv[1])
-    build(target)
+    target = Path(sys.argv[-1])
+    if sys.argv[1] != "--answers":
+        build(target)
     result = answers(target)
     (target.parent / f"{target.name}-answers.json").write_text(json.dumps(result, sort_keys=True, separators=(",", ":")) + "\n")
