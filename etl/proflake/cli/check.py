@@ -16,12 +16,14 @@ if TYPE_CHECKING:
 
 @cli.command()
 @store_option
-@click.option("--repair", is_flag=True, help="Rebuild what can be rebuilt (under the writer lock) and say what cannot.")
+@click.option("--repair", is_flag=True, help="Rebuild what can be rebuilt (under the writer lock) and say what cannot; "
+              "apply pending schema migrations.")
 @click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, help="Seconds to wait for another run's lock.")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
 def check(store: Store, repair: bool, wait: float, as_json: bool) -> None:
     """Verify the store: tables, data files, unfinished batches, facts against live intervals, roll-ups.
-    Exits 0 when the store is sound (or every finding was repaired), 1 otherwise."""
+    Says the store's schema version and the migrations pending (docs/store.md). Exits 0 when the store
+    is sound (or every finding was repaired), 1 otherwise, 7 for a store of a later release."""
     from proflake.ingestion.check import check as run_check
 
     report = run_check(store, repair_damage=repair, wait=wait)
