@@ -61,6 +61,8 @@ class Engine:
         self._memo: dict[tuple[Any, ...], Any] = {}
         # The read-only connection of sql() and the fetch connection it was made beside.
         self._sql_con: tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection] | None = None
+        # The jobs whose intervals the job connection holds, those intervals, and the connection (_select).
+        self._jobs_con: tuple[tuple[str, ...], pa.Table, duckdb.DuckDBPyConnection] | None = None
 
     # -- connection -------------------------------------------------------------------------------
     def connection(self) -> duckdb.DuckDBPyConnection:
@@ -93,6 +95,9 @@ class Engine:
             self._side = None
         if self._con is not None:
             self._con.close()
+        if self._jobs_con is not None:
+            self._jobs_con[2].close()
+            self._jobs_con = None
         self._snapshot, self._con, self._files = None, None, {}
         self._memo.clear()
 
@@ -137,10 +142,44 @@ class Engine:
         self._snapshot.hold_intervals()
 
     def _select(self, query: str, params: dict[str, Any]) -> pa.Table:
-        """The intervals a selection query picks (it returns their rowids), in the query's order."""
+        """The intervals a selection query picks (it returns their rowids), in the query's order.
+
+        A question about some jobs, while the copy of every interval is still deferred (a local store
+        that no whole-store question has needed it on), runs on a copy of just those jobs' intervals:
+        at 10^6 intervals ``list --job`` copied 1.9 GB for a job's 4,000."""
+        if params.get("job_ids") is not None and _tables_of(query) == {"intervals"} and self._copy_deferred():
+            intervals, con = self._job_intervals(tuple(params["job_ids"]))
+            rows = self.bounds.run(con, lambda: queries.run_named(con, query, params))["interval_row"]
+            return arrowfn.take(intervals, rows)
         self._held_intervals()
         rows = self._run(query, params)["interval_row"]
         return arrowfn.take(self._intervals(), rows)
+
+    def _copy_deferred(self) -> bool:
+        self._connection()
+        assert self._snapshot is not None
+        return self._snapshot.copy_pending
+
+    def _job_intervals(self, jobs: tuple[str, ...]) -> tuple[pa.Table, duckdb.DuckDBPyConnection]:
+        """The intervals of ``jobs`` (read from the snapshot's intervals files, the job filter pushed into
+        the scan) held as the table ``intervals`` of a connection of their own, and as Arrow in rowid
+        order: what the selection queries and ``_select``'s gather need, for those jobs only."""
+        if self._jobs_con is not None and self._jobs_con[0] == jobs:
+            return self._jobs_con[1], self._jobs_con[2]
+        rows = self._fresh(lambda: self._run("intervals_of_jobs", {"job_ids": list(jobs)}))
+        con = self._jobs_con[2] if self._jobs_con is not None else self._new_jobs_connection()
+        con.register("_job_intervals", rows)
+        con.execute("CREATE OR REPLACE TABLE intervals AS SELECT * FROM _job_intervals")
+        con.unregister("_job_intervals")
+        held = con.sql("SELECT * FROM intervals ORDER BY rowid").to_arrow_table()
+        self._jobs_con = (jobs, held, con)
+        return held, con
+
+    def _new_jobs_connection(self) -> duckdb.DuckDBPyConnection:
+        con = queries.connect()
+        queries.install_macros(con)
+        self.bounds.configure(con)
+        return con
 
     def intervals_table(self) -> pa.Table:
         """Every interval of the current view of the store (the ``intervals`` view, all sources), as Arrow."""

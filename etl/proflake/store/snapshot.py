@@ -203,6 +203,11 @@ class Snapshot:
             self.con.execute("ALTER VIEW intervals RENAME TO _intervals_files")
             self.con.execute("CREATE TEMP TABLE intervals AS SELECT * FROM _intervals_files")
 
+    @property
+    def copy_pending(self) -> bool:
+        """Whether intervals is still a view over its files, its copy deferred (``defer_copy``)."""
+        return self._copy_pending
+
     def open(self, names: Iterable[str]) -> duckdb.DuckDBPyConnection:
         """Open the named tables not open yet (intervals first, the others in the store's order); the connection."""
         wanted = set(names)
