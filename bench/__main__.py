@@ -23,9 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.gettempdir()) / "proflake-bench"
     source = args.corpus
     if source is None:
-        source = work / f"corpus-{args.files}"
-        if not (source / "corpus.json").exists():
-            corpus_mod.generate(source, files=args.files, force=True, log=lambda *a: print(*a, file=sys.stderr))
+        generated = work / f"corpus-{args.files}"
+        if not (generated / "corpus.json").exists():
+            corpus_mod.generate(generated, files=args.files, force=True, log=lambda *a: print(*a, file=sys.stderr))
+        source = generated / corpus_mod.JOB_NAME  # not its templates/, which hold profiles of their own
     try:
         with tempfile.TemporaryDirectory(prefix="store-", dir=work if work.is_dir() else None) as store:
             result = compare(profiler_dir(source.absolute()), Path(store) / "store", args.repeats)

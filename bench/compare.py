@@ -121,8 +121,9 @@ def table(result: dict) -> str:
     ]
     for row in result["rows"]:
         ratio = row["smdebug_s"] / row["proflake_s"] if row["proflake_s"] > 0 else float("inf")
+        verdict = f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
         lines.append(
             f"| {row['method']} | {row['args']} | {row['smdebug_s']:.3f} | {row['proflake_s']:.3f} "
-            f"| {ratio:.1f}x faster | {row['answer']} |"
+            f"| {verdict} | {row['answer']} |"
         )
     return "\n".join(lines)

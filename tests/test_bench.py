@@ -331,7 +331,7 @@ def test_user_bench_one_table_on_a_given_corpus(tmp_path: Path) -> None:
     for row in data["rows"]:
         assert row["answer"].startswith("match"), row
         assert row["smdebug_s"] > 0 and row["proflake_s"] > 0
-    assert done.stdout.count("x faster |") == len(data["rows"])
+    assert done.stdout.count("x faster |") + done.stdout.count("x slower |") == len(data["rows"])
 
 
 def test_user_bench_refuses_a_folder_without_smdebug_layout(tmp_path: Path) -> None:
