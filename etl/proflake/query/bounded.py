@@ -13,7 +13,11 @@ result being handed to Python (the process grew to 5.6 GB under ``--memory-limit
 memory limit runs, the waiting thread also watches the process's resident memory and interrupts the
 query once it grows by more than twice the limit plus 256 MB; and a stop that DuckDB has not honoured
 after ``GRACE_S`` abandons the query: the error raised says so (``abandoned``), and the CLI, whose
-process holds nothing but that read-only query, then exits at once with its exit code.
+process holds nothing but that read-only query, then exits at once with its exit code. The memory is
+read every ``_MEMORY_SLICE`` (a read of /proc/self/statm costs ~10 us), and a stopped query that goes on
+growing by the limit again is abandoned at once, not after the grace: one such call allocates ~1 GB a
+second, so checks 0.2 s apart and a 2 s grace let the process reach 2.3 GB under ``--memory-limit
+100MB`` on a loaded machine, and a bound that depends on the machine's speed is no bound.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from proflake.errors import QueryError, QueryLimitError, UsageError
 
 T = TypeVar("T")
 _SLICE = 0.2  # seconds between checks for Ctrl-C while a query runs
+_MEMORY_SLICE = 0.02  # seconds between reads of the process's memory while a memory-limited query runs
 GRACE_S = 2.0  # how long a stopped query may take to let go before it is abandoned
 _HEADROOM = 256 * 1024 * 1024  # memory beyond twice the limit before the watchdog stops a query
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -93,14 +98,16 @@ class Bounds:
         ceiling = None
         if watched and (start := resident_bytes()) is not None and (limit := limit_bytes(self.memory_limit)):
             ceiling = start + 2 * limit + _HEADROOM
+        step = _SLICE if ceiling is None else _MEMORY_SLICE
         try:
             while True:
-                wait = _SLICE if deadline is None else min(_SLICE, deadline - time.monotonic())
+                wait = step if deadline is None else min(step, deadline - time.monotonic())
                 if wait <= 0 and self.timeout is not None:  # (only a deadline makes wait <= 0)
                     self._stop(con, future, QueryLimitError(timeout_message(self.timeout)))
                 if ceiling is not None and (resident_bytes() or 0) > ceiling:
                     limit_text = f" of {self.memory_limit}"
-                    self._stop(con, future, QueryLimitError(OOM_MESSAGE.format(limit=limit_text)))
+                    hard = ceiling + (limit_bytes(self.memory_limit) or 0)
+                    self._stop(con, future, QueryLimitError(OOM_MESSAGE.format(limit=limit_text)), hard)
                 try:
                     return future.result(timeout=wait)
                 except concurrent.futures.TimeoutError:
@@ -109,11 +116,15 @@ class Bounds:
             self._stop(con, future, KeyboardInterrupt())
             raise
 
-    def _stop(self, con: duckdb.DuckDBPyConnection, future: concurrent.futures.Future, error: BaseException) -> None:
+    def _stop(
+        self, con: duckdb.DuckDBPyConnection, future: concurrent.futures.Future, error: BaseException,
+        hard_ceiling: int | None = None,
+    ) -> None:
         """Interrupt the query; raise ``error`` once DuckDB has let go of the connection, or, when it has
-        not after GRACE_S, with ``error.abandoned = True`` (the worker thread is left running, and this
-        Bounds starts a new one for the next query)."""
-        if not _stop(con, future, GRACE_S):
+        not after GRACE_S (or the process outgrew ``hard_ceiling`` bytes meanwhile), with
+        ``error.abandoned = True`` (the worker thread is left running, and this Bounds starts a new one
+        for the next query)."""
+        if not _stop(con, future, GRACE_S, hard_ceiling):
             error.abandoned = True  # type: ignore[attr-defined]
             self._pool = None  # its thread still runs the abandoned query
         raise error
@@ -134,17 +145,23 @@ class Bounds:
             self._pool = None
 
 
-def _stop(con: duckdb.DuckDBPyConnection, future: concurrent.futures.Future, grace: float) -> bool:
+def _stop(
+    con: duckdb.DuckDBPyConnection, future: concurrent.futures.Future, grace: float, hard_ceiling: int | None = None
+) -> bool:
     """Interrupt the query and wait until DuckDB has let go of the connection: True; False when it has
-    not within ``grace`` seconds (it is inside one long call that does not check for interrupts)."""
+    not within ``grace`` seconds (it is inside one long call that does not check for interrupts), or
+    as soon as the process's memory passes ``hard_ceiling`` bytes."""
     give_up = time.monotonic() + grace
+    step = _SLICE if hard_ceiling is None else _MEMORY_SLICE
     while True:
         con.interrupt()  # again each slice: a query interrupted before it began starts anyway
         try:
-            future.result(timeout=min(_SLICE, max(0.0, give_up - time.monotonic())))
+            future.result(timeout=min(step, max(0.0, give_up - time.monotonic())))
             return True
         except concurrent.futures.TimeoutError:
             if time.monotonic() >= give_up:
+                return False
+            if hard_ceiling is not None and (resident_bytes() or 0) > hard_ceiling:
                 return False
         except BaseException:  # noqa: BLE001 - DuckDB's InterruptException, the expected outcome
             return True
