@@ -59,7 +59,7 @@ from proflake.store.lock import StoreLock
 from proflake.store.memory import release_memory
 from proflake.store.migrations import migrate
 from proflake.store.store import FACT_TABLES, Store, writer_properties
-from proflake.workers.executor import executor_for, make_executor
+from proflake.workers.executor import executor_for, make_executor, start_as_listed
 from proflake.workers.pool import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, FactSink, Failure, Task
 
 # The names this module has always offered (bench/, tests, callers), wherever they now live.
@@ -248,11 +248,10 @@ class Batch:
             self.covers_store = self.covered == live
 
     def list(self) -> SortedListing:
-        """Step 2: the source's new or changed stats files. Workers take a moment to start: they start
-        at the first new file listed, and are ready when its bytes are."""
+        """Step 2: the source's new or changed stats files. Workers start as new files are listed."""
         compare = None if self.full_refresh else self.manifest
         return discover(self.src, self.report, self.bar, self.fail, self.known, self.job_id,
-                        listed=lambda obj: self.pool.start(), manifest=compare)
+                        listed=start_as_listed(self.pool), manifest=compare)
 
     def claim(self, listing: SortedListing) -> Iterator[tuple[Candidate, str]] | None:
         """Step 3: the files to parse, one per interval, with their jobs; None when there is nothing to

@@ -3,11 +3,13 @@
 An executor is what ``ParsePool`` is to the batch: ``start()``, ``close()`` (and ``with``), ``size``, and
 ``parse(tasks, sink)`` yielding ChunkResults once the files holding their facts are written. One whose
 ``reads_sources`` is true reads the objects itself (tasks carry a path or an S3 URI, never bytes), and
-one that cannot always be worth starting answers ``select(files, source)`` with the executor to use.
+one that cannot always be worth starting answers ``select(files, source)`` with the executor to use;
+one with ``expect(files)`` starts the workers that many listed files are worth (``start_as_listed``).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +61,17 @@ def executor_for(pool: Any, files: int, source: object, log: Callable[[str], Non
     (saying why in ``log``)."""
     select = getattr(pool, "select", None)
     return select(files, source, log) if select is not None else pool
+
+
+def start_as_listed(pool: Any) -> Callable[[object], None]:
+    """What to call for each new file a listing finds: a local pool (``expect``) starts as many workers
+    as the files listed so far are worth (a nightly batch of a few files: one, not one per core); any
+    other executor starts at the first."""
+    expect = getattr(pool, "expect", None)
+    if expect is None:
+        return lambda obj: pool.start()
+    count = itertools.count(1)
+    return lambda obj: expect(next(count))
 
 
 def _is_spark_session(value: object) -> bool:
