@@ -453,6 +453,7 @@ def test_catalog_refuses_what_it_should(growing, tmp_path):
 
 
 # -- S3 --------------------------------------------------------------------------------------------
+@pytest.mark.integration  # its own S3 server (moto), so not in the inner loop
 def test_s3_store_catalog_is_materialized_and_needs_no_httpfs(tmp_path, monkeypatch):
     from test_sql_surface import start_s3_server
 
