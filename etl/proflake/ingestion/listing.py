@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from proflake.errors import LayoutError, ProflakeError
-from proflake.ingestion.planned import planned_path
+from proflake.ingestion.planned import is_utf8, planned_path
 from proflake.ingestion.report import IngestReport, Progress
 from proflake.layout import (
     PYINSTRUMENT_HTML_FILE,
@@ -46,17 +46,9 @@ class Candidate:
 
 
 
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a name the file system gave as undecodable bytes (surrogate escapes)
-        return False
-    return True
-
-
 def printable(text: str) -> str:
     """``text`` with undecodable bytes of a file name shown as \\xNN escapes: safe to print and store."""
-    return text if _is_utf8(text) else text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text if is_utf8(text) else text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def job_folder(uri: str) -> str:
@@ -365,7 +357,7 @@ def _parsed_path(
     except Exception as e:  # noqa: BLE001 (whatever a hostile name does, it stops this file only
         fail(obj, "layout", f"{obj.uri}: its path cannot be read as an interval ({type(e).__name__}: {e})")
         return None
-    if path is not None and not _is_utf8(obj.uri):
+    if path is not None and not is_utf8(obj.uri):
         fail(obj, "layout", f"{obj.uri}: its path is not UTF-8, which the store's string columns require; rename it")
         return None
     if path is None:

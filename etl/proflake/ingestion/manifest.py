@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from proflake.errors import ProflakeError
 from proflake.ingestion.listing import job_candidates, job_folder
+from proflake.ingestion.planned import is_utf8
 from proflake.layout import PYINSTRUMENT_HTML_FILE, PYINSTRUMENT_JSON_FILE, IntervalPath
 from proflake.schema import arrow_column
 from proflake.sources import SourceObject
@@ -160,7 +161,7 @@ class Manifest:
                             folders.append((parts[:-1], numbered))
                         folder = folders[-1][1]
                     under = under and uri.startswith(prefix)
-                    uris.append(None if problem or not (uri.isascii() or _is_utf8(uri)) else uri)
+                    uris.append(None if problem or not (uri.isascii() or is_utf8(uri)) else uri)
                     sizes.append(obj.size)
                     versions.append(obj.version)
                     kinds.append(kind)
@@ -224,7 +225,7 @@ class Manifest:
 
     def live_uris(self, uris: Iterable[str]) -> set[str]:
         """Those of ``uris`` that a live interval was ingested from."""
-        wanted = [uri for uri in uris if _is_utf8(uri)]
+        wanted = [uri for uri in uris if is_utf8(uri)]
         if not wanted:
             return set()
         table = pa.Table.from_arrays([arrow_column(wanted, pa.string())], names=["uri"])
@@ -340,14 +341,6 @@ def _write_chunk(writer: pq.ParquetWriter, first: int | None, columns: list[list
         writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
         for column in columns:
             column.clear()
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a name the file system gave as undecodable bytes: never a live interval's
-        return False
-    return True
 
 
 def _sql_path(path: str) -> str:

@@ -11,7 +11,8 @@ from proflake.sources import SourceObject
 from proflake.sources.plain import PlainFile
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` (a path as the file system gave it) encodes as UTF-8."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a name the file system gave as undecodable bytes (surrogate escapes)
@@ -25,7 +26,7 @@ def planned_path(
     """The interval proflake.sources.plain planned for ``obj``, checked as a path's would be."""
     if f is None:
         return None
-    if not _is_utf8(obj.uri):
+    if not is_utf8(obj.uri):
         fail(obj, "layout", f"{obj.uri}: its path is not UTF-8, which the store's string columns require; rename it")
         return None
     try:
