@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since Python 2.6, untyped
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -25,6 +26,17 @@ def loads_deep(data: bytes | str) -> object:
         return json.loads(text)
     except RecursionError:
         return _loads_iterative(text)
+
+
+def json_document(data: bytes, bad: Callable[[str], Exception]) -> object:
+    """The JSON document in ``data``, or ``bad(reason)`` raised: the file is empty, or not JSON (any depth
+    decodes: see ``loads_deep``). Readers of JSON formats check the document's shape themselves."""
+    if not data.strip():
+        raise bad("the file is empty")
+    try:
+        return loads_deep(data)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise bad(f"malformed JSON ({e})") from e
 
 
 def _error(message: str, pos: int) -> ValueError:

@@ -10,11 +10,11 @@ record has the same one (pyinstrument's renderer does not show it either).
 
 from __future__ import annotations
 
-import json
 import math
 
 from proflake.errors import ParseError
 from proflake.formats import Format
+from proflake.readers.jsontree import json_document
 from proflake.readers.parse import SECONDS, ParsedStats, tree_stats
 from proflake.readers.stacktree import Frame, StackTreeBuilder
 
@@ -41,12 +41,7 @@ def _optional(doc: dict, field: str) -> float | None:
 
 
 def read_pyisession(data: bytes, fmt: Format, rate: float | None) -> ParsedStats:
-    if not data.strip():
-        raise _bad("the file is empty")
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        raise _bad(f"malformed JSON ({e})") from e
+    doc = json_document(data, _bad)
     if type(doc) is not dict or type(doc.get("frame_records")) is not list:
         raise _bad("it has no frame_records list")
     records = []

@@ -12,11 +12,11 @@ duration is ``endValue - startValue`` of the longest-spanning profile, in second
 
 from __future__ import annotations
 
-import json
 import math
 
 from proflake.errors import ParseError
 from proflake.formats import Format
+from proflake.readers.jsontree import json_document
 from proflake.readers.parse import SAMPLES, SECONDS, ParsedStats, tree_stats
 from proflake.readers.stacktree import Frame, StackTreeBuilder
 
@@ -97,12 +97,7 @@ def _evented(profile: dict, frames: list[Frame], tree: StackTreeBuilder, n: int)
 
 
 def read_speedscope(data: bytes, fmt: Format, rate: float | None) -> ParsedStats:
-    if not data.strip():
-        raise _bad("the file is empty")
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as e:
-        raise _bad(f"malformed JSON ({e})") from e
+    doc = json_document(data, _bad)
     if type(doc) is not dict or type(doc.get("profiles")) is not list:
         raise _bad("it has no profiles list")
     frames = _frames(doc)
