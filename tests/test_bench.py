@@ -1,4 +1,5 @@
-"""The benchmark harness (bench/): a tiny corpus end to end, and the 2k-file run in the slow tier."""
+"""The benchmark harness: the user's benchmark (bench/) on a tiny corpus; the lab (bench/lab/: its full run, the
+A/B driver, the 2k-file run) in the slow tier."""
 
 from __future__ import annotations
 
@@ -136,8 +137,10 @@ def check_result(data: dict, methods: set[str] | tuple[str, ...] = tuple(METHODS
         assert one_step["x_smdebug_cached"][name] == pytest.approx(median(ratios), rel=1e-3, abs=1e-3)
     # The floor is what a warm native by_step runs: the selection and the roll-up, nothing else.
     assert one_step["sql_floor_statements"] == ["by_step", "rollup_cprofile"]
-    # The compatible call runs the floor's two statements and more: the caller edges and the pstats.Stats.
-    assert one_step["compat_x_sql_floor"] > 1.0
+    # The compatible call runs the floor's two statements and more (the caller edges, the pstats.Stats), but
+    # how much longer it takes is a measurement, not a property: on a busy machine the ratio lands either
+    # side of 1 (0.97 was seen), so only its presence and its arithmetic are checked here.
+    assert one_step["compat_x_sql_floor"] > 0
     assert targets["compat by_step (one step) vs smdebug cached, alternated"]["measured"].startswith(
         _fmt_x(one_step["x_smdebug_cached"]["compat"])
     )
@@ -196,8 +199,11 @@ def check_render_and_registry(data: dict, result: Path, monkeypatch: pytest.Monk
     assert re.search(r"^\| toy call +\| <= 1 ms +\| 2.0 ms +\| \*\*no\*\* +\|$", markdown, re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_bench_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Four methods, one of each kind of scope (a step, a phase, a job phase, the listings): each measured
+    # The lab's full run (bench.lab.run), a tool for performance work, not a promise to users: ~24 s of CPU,
+    # so it runs in the slow tier beside the 2,000-file run; the user's benchmark (python -m bench) is
+    # tested in the default tier (test_user_bench_one_table_on_a_given_corpus). Four methods, one of each kind of scope (a step, a phase, a job phase, the listings): each measured
     # cell costs a CLI process and smdebug's re-read of every file (~1.3 s of CPU); all ten run in the slow
     # tier's 2,000-file benchmark, and the bench's cases still cover every method (checked below).
     data, corpus = run_bench(
@@ -291,7 +297,9 @@ def test_bench_2k(tmp_path: Path) -> None:
     assert data["corpus"]["raw_bytes"]["cprofile"] > 40e6
 
 
+@pytest.mark.slow
 def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
+    """The lab's A/B driver (bench.lab.ab), a tool for performance work: slow tier (~8 s of CPU)."""
     corpus = tmp_path / "corpus"
     subprocess.run([sys.executable, "-m", "bench.corpus", "--files", "20", "--nodes", "2", "--out", str(corpus)],
                    cwd=REPO, check=True, capture_output=True, timeout=300)
