@@ -75,16 +75,29 @@ def spark_profiles(stores, spark):
 
 
 CASES = FETCH_CASES
+PROFILERS = ("cprofile", "pyinstrument")
+# Every case on Spark runs ~6 queries (~1 s of the JVM's CPU). The default tier runs each case once, the
+# profilers taking turns, so every fetch method and both profilers' roll-ups, callers and call trees run on
+# Spark; the slow tier runs the whole matrix (every case with both profilers).
+MATRIX = [
+    pytest.param(method, arguments, profiler, marks=() if (index + turn) % 2 == 0 else pytest.mark.slow,
+                 id=f"{method}-{index}-{profiler}")
+    for index, (method, arguments) in enumerate(CASES)
+    for turn, profiler in enumerate(PROFILERS)
+]
 
 
 @pytest.mark.integration
 def test_cases_cover_every_fetch_method():
     assert {method for method, _ in CASES} == set(FETCH_METHODS)
+    default = [p.values for p in MATRIX if not p.marks]
+    assert {method for method, _, _ in default} == set(FETCH_METHODS)  # every method in the default tier
+    assert {profiler for _, _, profiler in default} == set(PROFILERS)
+    assert len(MATRIX) == len(CASES) * len(PROFILERS)  # and every pair in the slow tier
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("profiler", ["cprofile", "pyinstrument"])
-@pytest.mark.parametrize("method, arguments", CASES)
+@pytest.mark.parametrize("method, arguments, profiler", MATRIX)
 def test_every_fetch_method_equals_duckdb(stores, spark_profiles, method, arguments, profiler):
     native = stores[0]
     for scope in ({"node": "all"}, {"node": "algo-1", "per_node": True, "top": 3, "sort": "tottime"}):
