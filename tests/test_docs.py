@@ -37,7 +37,7 @@ def test_the_readme_stays_a_front_page():
     assert len(lines) <= 200, f"README.md has {len(lines)} lines; move detail into docs/ (limit 200)"
 
 
-@pytest.mark.parametrize("path", [p.relative_to(ROOT).as_posix() for p in [README, *GUIDES, *REFERENCE]])
+@pytest.mark.parametrize("path", [p.relative_to(ROOT).as_posix() for p in [README, *GUIDES, *REFERENCE, *sorted(ROOT.glob("bench/**/*.md"))]])
 def test_relative_links_resolve(path):
     page = ROOT / path
     broken = []

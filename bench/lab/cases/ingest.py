@@ -24,7 +24,7 @@ from bench.lab.cases import Context
 from bench.lab.harness import REPO, OtherLoad, TreeRssSampler, child_env, dir_bytes, fastest_pass
 
 # Re-runs of the unchanged corpus, the fastest reported as for a full ingest (a single pass is too noisy:
-# docs/performance-log.md).
+# bench/lab/performance-log.md).
 INCREMENTAL_PASSES = 3
 
 # The memory figures of an ingest: of its passes, the worst is reported, not the fastest pass's own.
