@@ -4,6 +4,7 @@ S3 server. One writer, no lost commit: the store always ends equal to a clean in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 from proflake import ingest
 from proflake.store.lock import LOCK_NAME, StoreLock
 from proflake.store.store import Store
@@ -27,14 +29,20 @@ def _ingest(source: Path, store: str, env: dict, *extra: str) -> subprocess.Pope
     )
 
 
+@functools.cache
+def _s3_client(endpoint: str, key: str, secret: str):
+    """One client per server and keys: a new boto3 client costs ~20-80 ms of CPU, and the waits poll."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                        region_name="us-east-1")
+
+
 def _lock_exists(store: str, env: dict) -> bool:
     if not store.startswith("s3://"):
         return (Path(store) / LOCK_NAME).exists()
-    import boto3
-
     bucket_name, _, prefix = store[5:].partition("/")
-    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+    client = _s3_client(env["AWS_ENDPOINT_URL"], env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"])
     return "Contents" in client.list_objects_v2(Bucket=bucket_name, Prefix=f"{prefix}/{LOCK_NAME}")
 
 
@@ -61,9 +69,15 @@ def where(request, tmp_path):
     return f"s3://{name}/store", server.env(), request.getfixturevalue("config")
 
 
+_REFERENCES: dict[Path, dict] = {}
+
+
 def _reference(tmp_path: Path) -> dict:
-    ingest(str(tmp_path / "src"), str(tmp_path / "reference"))
-    return snapshot(str(tmp_path / "reference"))
+    """The snapshot of a clean ingest of the test's source, made once per test."""
+    if tmp_path not in _REFERENCES:
+        ingest(str(tmp_path / "src"), str(tmp_path / "reference"))
+        _REFERENCES[tmp_path] = snapshot(str(tmp_path / "reference"))
+    return _REFERENCES[tmp_path]
 
 
 def test_a_holder_paused_past_its_lease_loses_the_lock_and_never_commits_after(where, tmp_path):
@@ -121,9 +135,9 @@ def test_s3_renewal_errors_stop_the_holder_before_its_next_commit(s3, bucket, co
                           capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 4, done.stderr
     assert "could not be renewed" in done.stderr and "Traceback" not in done.stderr
-    # The next run repairs whatever it left, and ends equal to a clean ingest.
-    again = subprocess.run([sys.executable, "-m", "proflake.cli", "ingest", str(tmp_path / "src"), "--store", store, "--json"],
-                           capture_output=True, text=True, env=s3.env(), check=False)
+    # The next run (in process: the holder's process is what had to end) finds the lock of a dead process,
+    # repairs whatever it left, and ends equal to a clean ingest.
+    again = run_cli(["ingest", str(tmp_path / "src"), "--store", store, "--json"], env=s3.env())
     assert again.returncode == 0, again.stderr
     assert Store(store, s3=config).connect().sql("SELECT count(*) FROM intervals").fetchall()[0][0] == len(
         _reference(tmp_path)["intervals"]
@@ -134,8 +148,7 @@ def test_s3_a_lock_put_applied_but_answered_with_an_error_is_recognised_as_ours(
     build_corpus(tmp_path / "src", nodes=1, steps=1)
     store = f"s3://{bucket}/store"
     env = {**s3.env(), "PROFLAKE_LOCK_TEST_HOOKS": "lose:create"}
-    done = subprocess.run([sys.executable, "-m", "proflake.cli", "ingest", str(tmp_path / "src"), "--store", store, "--json"],
-                          capture_output=True, text=True, env=env, check=False)
+    done = run_cli(["ingest", str(tmp_path / "src"), "--store", store, "--json"], env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["new_intervals"] > 0
     assert not _lock_exists(store, s3.env())  # released
