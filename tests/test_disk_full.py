@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 from proflake import Profiles, ingest
 from proflake.errors import ExitCode
 from test_batches import build_corpus, snapshot
@@ -48,8 +49,7 @@ def test_a_disk_full_at_a_commit_is_one_line_and_the_next_run_recovers(small_dis
     # nothing, so 'failed' cannot be written and the batch reads as stopped (no lock held); later, the
     # cleared spool leaves room to record it.
     assert statuses[0] == ("stopped" if commit == 1 else "failed"), statuses
-    again = subprocess.run([sys.executable, "-m", "proflake.cli", "ingest", str(tmp_path / "src"), "--store", str(store)],
-                           capture_output=True, text=True, check=False)
+    again = run_cli(["ingest", str(tmp_path / "src"), "--store", str(store)])  # in process: the run that failed was real
     assert again.returncode == 0, again.stderr
     assert snapshot(str(store)) == snapshot(str(tmp_path / "clean"))
     assert Profiles(str(store)).batches()["status"].to_pylist()[1] in ("abandoned", "repaired")
