@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from helpers.cli import run_cli
+from helpers.forked import ForkedProcess, Zygote
 from helpers.profiles import JobBuilder, write_cprofile
+from helpers.recovery import recover
 from helpers.safety_reader import answer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,13 +31,14 @@ HERE = Path(__file__).resolve().parent
 
 
 @contextmanager
-def readers(store: Path, tmp_path: Path, count: int = 1):
-    """Reader processes asking the store the same questions in a loop; yields the list their answers
-    fill once they stop."""
+def readers(store: Path, tmp_path: Path, count: int = 1, zygote: Zygote | None = None):
+    """Reader processes asking the store the same questions in a loop (new interpreters, or children
+    forked from ``zygote``: helpers/forked.py); yields the list their answers fill once they stop."""
     stop = tmp_path / "stop-readers"
     outs = [tmp_path / f"reader-{i}.jsonl" for i in range(count)]
     procs = [
-        subprocess.Popen([sys.executable, str(HERE / "helpers" / "safety_reader.py"), str(store), str(out), str(stop)])
+        zygote.call("helpers.safety_reader:main", [str(store), str(out), str(stop)]) if zygote is not None
+        else subprocess.Popen([sys.executable, str(HERE / "helpers" / "safety_reader.py"), str(store), str(out), str(stop)])
         for out in outs
     ]
     answers: list[dict] = []
@@ -51,41 +54,49 @@ def readers(store: Path, tmp_path: Path, count: int = 1):
         stop.unlink()
 
 
-def _wait(proc: subprocess.Popen) -> int:
+def _wait(proc: ForkedProcess) -> int:
     proc.communicate(timeout=300)
     return proc.returncode
 
 
 def test_full_refresh_killed_after_every_commit_and_at_random_never_shows_two_generations(tmp_path):
+    """Every run is a real process killed by a real signal, forked (as is the reader) from one interpreter
+    that has imported proflake (helpers/forked.py, which names the tests that start new interpreters);
+    the run after each kill repairs in this process (helpers/recovery.py)."""
     src, store, reference = tmp_path / "src", tmp_path / "store", tmp_path / "reference"
     build_corpus(src, nodes=2, steps=3, pyinstrument_every=2)
     ingest(str(src), str(reference))
     expected, clean = answer(str(reference)), snapshot(str(reference))
     assert expected["by_step_calls"] > 0 and expected["frames"] > 0
-    ingest(str(src), str(store))
+    shutil.copytree(reference, store)  # the same store a second ingest would write
     outcomes = []
-    with readers(store, tmp_path) as answers:
+    with Zygote() as zygote, readers(store, tmp_path, zygote=zygote) as answers:
         commit = 0
         while True:  # SIGKILL right after each commit of the full refresh, until a run gets through
             commit += 1
-            rc = _wait(run_ingest(src, store, "--full-refresh", env={"PROFLAKE_KILL_AFTER_COMMITS": str(commit)}))
+            started = time.monotonic()
+            run = run_ingest(src, store, "--full-refresh", env={"PROFLAKE_KILL_AFTER_COMMITS": str(commit)}, zygote=zygote)
+            rc = _wait(run)
             outcomes.append((commit, rc))
             if rc == 0:
+                duration = time.monotonic() - started  # a whole full refresh, its exit included
                 break
             assert rc == -signal.SIGKILL, outcomes
             assert answer(str(store)) == expected, f"after a kill at commit {commit}"
-            ingest(str(src), str(store))  # the next nightly run repairs
+            recover(src, store)  # the next nightly run repairs
             assert snapshot(str(store)) == clean, f"recovered after a kill at commit {commit}"
         assert commit > 6, outcomes  # the kills reached past the intervals commit, into the clean-up
         rng = random.Random(18)
         for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGKILL):
-            proc = run_ingest(src, store, "--full-refresh")
-            time.sleep(rng.uniform(0.5, 4.0))
+            proc = run_ingest(src, store, "--full-refresh", zygote=zygote)
+            # A random moment of the run (the property under test): its last ~third is the exit, after
+            # the batch is recorded, where a signal finds nothing left to interrupt.
+            time.sleep(duration * rng.uniform(0.1, 0.7))
             proc.send_signal(sig)
             rc = _wait(proc)
             outcomes.append((sig.name, rc))
             assert answer(str(store)) == expected
-            ingest(str(src), str(store))
+            recover(src, store)
             assert snapshot(str(store)) == clean
     assert answers, "the readers never answered"
     wrong = [a for a in answers if a != expected]

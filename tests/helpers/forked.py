@@ -7,12 +7,16 @@ DuckDB, pyarrow and deltalake, and forks a child per run: the child is a real pr
 CLI, SIGKILLs itself at its crash point (``PROFLAKE_KILL_AFTER_COMMITS``) or is killed by the test, and
 its parse workers are real processes too. What is not the same as a new interpreter: the imports are
 done before the fork (nothing has run: no store opened, no thread pool started; deltalake's runtime
-starts in the child). tests/test_data_safety.py keeps its sweep on ``python -m proflake.cli``, so one
-sweep still starts every run from nothing.
+starts in the child). Every sweep forks its runs from here; what a new interpreter adds (start-up,
+imports, the CLI's entry point) is covered by tests that start ``python -m proflake.cli`` and stop it
+at a commit point: tests/test_signals.py (SIGTERM and SIGHUP after commits 1, 5 and 2) and
+tests/test_batches.py::test_fact_files_of_a_killed_run_stay_out_of_the_tables (SIGKILL after commit 2).
 
 ``zygote.run(args, env=...)`` answers an object that behaves as the ``subprocess.Popen`` the tests
 used: ``pid``, ``poll()``, ``wait()``, ``send_signal()``, ``communicate()`` (stderr as text) and
-``returncode`` (negative: the signal that ended it).
+``returncode`` (negative: the signal that ended it). ``zygote.call("module:function", args)`` forks a
+child that runs that function with those (string) arguments instead of the CLI (the data-safety
+readers, helpers/safety_reader.py), exit status 0 when it returns, 1 when it raises.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import time
 from pathlib import Path
 
 SCRIPT = r"""
-import json, os, sys
+import importlib, json, os, sys
 import duckdb, pyarrow, pyarrow.parquet, deltalake
 import proflake.cli, proflake.operations, proflake.ingestion.batch, proflake.workers.pool
 
@@ -40,10 +44,15 @@ def child(request):
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    sys.argv = ["proflake", *request["args"]]
+    target = request.get("call")
+    sys.argv = [target or "proflake", *request["args"]]
     code = 0
     try:
-        proflake.cli.cli.main(args=request["args"], prog_name="proflake")
+        if target:
+            module, _, name = target.partition(":")
+            getattr(importlib.import_module(module), name)(*request["args"])
+        else:
+            proflake.cli.cli.main(args=request["args"], prog_name="proflake")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
@@ -142,10 +151,18 @@ class Zygote:
 
     def run(self, args: list[str], env: dict[str, str] | None = None) -> ForkedProcess:
         """``proflake ARGS`` in a forked child, with ``env`` added to this process's environment."""
+        return self._fork(None, args, env)
+
+    def call(self, target: str, args: list[str], env: dict[str, str] | None = None) -> ForkedProcess:
+        """``module.function(*ARGS)`` (``target`` is ``"module:function"``, imported in the child from this
+        process's ``sys.path``) in a forked child, with ``env`` added to this process's environment."""
+        return self._fork(target, args, env)
+
+    def _fork(self, target: str | None, args: list[str], env: dict[str, str] | None) -> ForkedProcess:
         self._runs += 1
         stderr = self._scratch / f"run-{self._runs}.stderr"
-        answer = self._ask({"op": "run", "args": [str(a) for a in args], "env": {**os.environ, **(env or {})},
-                            "cwd": os.getcwd(), "stderr": str(stderr)})
+        answer = self._ask({"op": "run", "call": target, "args": [str(a) for a in args],
+                            "env": {**os.environ, **(env or {})}, "cwd": os.getcwd(), "stderr": str(stderr)})
         return ForkedProcess(self, answer["pid"], stderr)
 
     def close(self) -> None:
