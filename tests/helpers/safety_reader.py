@@ -18,18 +18,20 @@ import sys
 import time
 
 from proflake import Profiles
-from proflake.store.store import Store
 
 
 def answer(store: str) -> dict:
-    con = Store(store).connect()
+    """Counts of the live rows and one fetch, all from one snapshot of the store (one version of every
+    table, as a reader gets it), so a torn commit cannot hide between two reads."""
+    profiles = Profiles(store)
     try:
+        con = profiles.connection()
         calls, rows = con.sql("SELECT sum(total_calls), count(*) FROM function_stats").fetchall()[0]
         frames = con.sql("SELECT count(*) FROM pyinstrument_frames").fetchall()[0][0]
         intervals = con.sql("SELECT count(*) FROM intervals").fetchall()[0][0]
+        step = profiles.by_step(1, all_jobs=True).table
     finally:
-        con.close()
-    step = Profiles(store).by_step(1, all_jobs=True).table
+        profiles.close()
     return {
         "calls": int(calls or 0), "rows": rows, "frames": frames, "intervals": intervals,
         "by_step_calls": int(sum(step.column("total_calls").to_pylist())) if step.num_rows else 0,
