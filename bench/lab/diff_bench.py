@@ -7,8 +7,10 @@
 **Cost.** Two selections of ``--steps`` train steps each (steps 0..N-1 and N..2N-1, all nodes) of the
 corpus's job, on one warm ``Profiles``: ``Profiles.diff`` of the two against ``fetch by_step`` of each (the
 least that answers "what did each side spend"), called in turn for ``--repeats`` rounds; medians and the
-median of the rounds' ratios. Each round also builds the diff page of its diff (``DiffResult.report()``,
-what ``proflake diff --format html`` writes: both sides' call trees, merged, and the page's HTML).
+median of the rounds' ratios, of wall and of CPU time (the process's, so DuckDB's threads count). Each round
+also builds the diff page of its diff (``DiffResult.report()``, what ``proflake diff --format html`` writes:
+both sides' call trees, merged, and the page's HTML). ``--only fetch`` or ``--only diff`` runs one of the two
+alone (warm-up and rounds), so that ``/usr/bin/time -f %M`` gives each one's peak RSS.
 
 **Error rates.** Synthetic no-change pairs (and pairs with one function 3% or 30% slower) with the noise
 model of tests/test_diff.py: each step's functions share a step factor (lognormal, sigma = jitter / 2) and
@@ -52,17 +54,18 @@ def measure_cost(store: Path, job: str, steps: int, repeats: int) -> dict:
 
     fetch_both(), run_diff()  # warm: connection, intervals snapshot, Parquet footers
     fetch_times, diff_times, ratios, page_times, page_ratios = [], [], [], [], []
+    fetch_cpu, diff_cpu, cpu_ratios = [], [], []
     for _ in range(repeats):
-        started = time.perf_counter()
-        a, b = fetch_both()
-        fetch_times.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        result = run_diff()
-        diff_times.append(time.perf_counter() - started)
+        (a, b), wall, cpu = _timed(fetch_both)
+        fetch_times.append(wall)
+        fetch_cpu.append(cpu)
+        result, wall, cpu = _timed(run_diff)
+        diff_times.append(wall)
+        diff_cpu.append(cpu)
         ratios.append(diff_times[-1] / fetch_times[-1])
-        started = time.perf_counter()
-        page = result.report()
-        page_times.append(time.perf_counter() - started)
+        cpu_ratios.append(diff_cpu[-1] / fetch_cpu[-1])
+        page, wall, _ = _timed(result.report)
+        page_times.append(wall)
         page_ratios.append(page_times[-1] / fetch_times[-1])
     return {
         "job": job,
@@ -77,12 +80,47 @@ def measure_cost(store: Path, job: str, steps: int, repeats: int) -> dict:
         "fetch_both_median_s": statistics.median(fetch_times),
         "diff_median_s": statistics.median(diff_times),
         "diff_over_fetch_median_of_ratios": statistics.median(ratios),
+        "fetch_both_cpu_median_s": statistics.median(fetch_cpu),
+        "diff_cpu_median_s": statistics.median(diff_cpu),
+        "diff_over_fetch_cpu_median_of_ratios": statistics.median(cpu_ratios),
         "page_median_s": statistics.median(page_times),
         "page_over_fetch_median_of_ratios": statistics.median(page_ratios),
         "page_bytes": len(page.html.encode("utf-8")),
         "page_flame_nodes": page.data["flame"]["nodes"],
         "total": {k: result.total[k] for k in ("base", "head", "change_ratio", "p_value", "status")},
     }
+
+
+def measure_alone(store: Path, job: str, steps: int, repeats: int, only: str) -> dict:
+    """One of the two alone, warm-up included, for a peak RSS of its own (``/usr/bin/time -f %M``)."""
+    from proflake import Profiles
+
+    profiles = Profiles(str(store))
+    if only == "fetch":
+        def run():
+            return profiles.by_step(0, steps - 1, job=job), profiles.by_step(steps, 2 * steps - 1, job=job)
+    else:
+        def run():
+            return profiles.diff(
+                {"job": job, "start_step": 0, "end_step": steps - 1},
+                {"job": job, "start_step": steps, "end_step": 2 * steps - 1},
+            )
+    run()
+    rounds = [_timed(run)[1:] for _ in range(repeats)]
+    return {
+        "only": only,
+        "steps_per_side": steps,
+        "repeats": repeats,
+        "median_s": statistics.median(wall for wall, _ in rounds),
+        "cpu_median_s": statistics.median(cpu for _, cpu in rounds),
+    }
+
+
+def _timed(call):
+    """``call()``, its wall seconds and its process CPU seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    answer = call()
+    return answer, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def build_store(files: int, out: Path) -> tuple[Path, str]:
@@ -154,6 +192,25 @@ def _result(d, total, table):
     return d.DiffResult("cprofile", "step", "name", 0.05, 0.95, 0.01, side, side, total, table, [])
 
 
+def print_cost(c: dict) -> None:
+    """``measure_cost``'s answer as a markdown table: wall and CPU medians, and their ratios to the fetches."""
+    print("| | seconds (median) | ratio | CPU seconds (median) | CPU ratio |")
+    print("|---|---:|---:|---:|---:|")
+    print(
+        f"| fetch by_step of both sides ({c['fetch_intervals'][0]} + {c['fetch_intervals'][1]} intervals) "
+        f"| {c['fetch_both_median_s']:.3f} | 1 | {c['fetch_both_cpu_median_s']:.3f} | 1 |"
+    )
+    print(
+        f"| diff of the two ({c['base_samples']} + {c['head_samples']} samples, {c['functions']} functions) "
+        f"| {c['diff_median_s']:.3f} | {c['diff_over_fetch_median_of_ratios']:.2f}x "
+        f"| {c['diff_cpu_median_s']:.3f} | {c['diff_over_fetch_cpu_median_of_ratios']:.2f}x |"
+    )
+    print(
+        f"| its diff page, DiffResult.report() ({c['page_flame_nodes']} flame-graph nodes, "
+        f"{c['page_bytes']:,} bytes) | {c['page_median_s']:.3f} | {c['page_over_fetch_median_of_ratios']:.2f}x | | |"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.lab.diff_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10000, help="corpus size when no --store is given")
@@ -162,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "proflake-diff-bench")
     parser.add_argument("--steps", type=int, default=1000, help="train steps per side (default 1000)")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--only", choices=("fetch", "diff"), help="time one of the two alone (for its peak RSS)")
     parser.add_argument(
         "--error-rates", action="store_true", help="measure false-positive rate and power instead"
     )
@@ -191,22 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             args.out.mkdir(parents=True, exist_ok=True)
             store, job = build_store(args.files, args.out)
-        report = {"cost": measure_cost(store, job, args.steps, args.repeats), "cpus": os.cpu_count()}
-        c = report["cost"]
-        print("| | seconds (median) | ratio |")
-        print("|---|---:|---:|")
-        print(
-            f"| fetch by_step of both sides ({c['fetch_intervals'][0]} + {c['fetch_intervals'][1]} intervals) "
-            f"| {c['fetch_both_median_s']:.3f} | 1 |"
-        )
-        print(
-            f"| diff of the two ({c['base_samples']} + {c['head_samples']} samples, {c['functions']} functions) "
-            f"| {c['diff_median_s']:.3f} | {c['diff_over_fetch_median_of_ratios']:.2f}x |"
-        )
-        print(
-            f"| its diff page, DiffResult.report() ({c['page_flame_nodes']} flame-graph nodes, "
-            f"{c['page_bytes']:,} bytes) | {c['page_median_s']:.3f} | {c['page_over_fetch_median_of_ratios']:.2f}x |"
-        )
+        if args.only:
+            alone = measure_alone(store, job, args.steps, args.repeats, args.only)
+            print(json.dumps(alone))
+            report = {"alone": alone, "cpus": os.cpu_count()}
+        else:
+            report = {"cost": measure_cost(store, job, args.steps, args.repeats), "cpus": os.cpu_count()}
+            print_cost(report["cost"])
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2))
     return 0
