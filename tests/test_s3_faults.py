@@ -1,6 +1,11 @@
 """S3 failures, injected by a proxy on 127.0.0.1 in front of the local S3 server (tests/helpers/faultproxy.py):
 each ends in one line naming the cause and a remedy, with the documented exit code, and nothing is doubled
-or lost (docs/operations.md)."""
+or lost (docs/operations.md).
+
+The CLI runs in this process (tests/helpers/cli.py) with the environment each test gives it: what is tested
+is its error line, exit code and store, not its process. Each run makes its own S3Config from that
+environment, so its own boto3 session, clients and credentials; nothing S3 is cached between runs. One test
+keeps a real process: test_a_run_longer_than_its_temporary_credentials_completes (see there)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.cli import run_cli
 from helpers.faultproxy import FaultProxy
 from helpers.profiles import LEGACY
 from proflake.errors import ExitCode
@@ -44,15 +50,18 @@ def env(s3, proxy) -> dict[str, str]:
     return {**s3.env(), "AWS_ENDPOINT_URL": proxy.endpoint}
 
 
-def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "proflake.cli", *args], capture_output=True, text=True, env=env, check=False)
-
-
 def error_line(done: subprocess.CompletedProcess) -> str:
     assert "Traceback" not in done.stderr and done.stdout == "", done.stderr
     last = done.stderr.splitlines()[-1]
     assert last.startswith("proflake: error: "), done.stderr
     return last
+
+
+def written_past_sys_streams(capfd) -> str:
+    """What reached this process's file descriptors 1 and 2 and not sys.stdout/sys.stderr (a Rust or C
+    library writes there directly): in a real process it would have been in the run's own streams."""
+    captured = capfd.readouterr()
+    return captured.out + captured.err
 
 
 def count_intervals(bucket, s3, proxy) -> int:
@@ -86,7 +95,7 @@ def test_an_outage_is_named_with_the_retries_it_took(s3, proxy, stored):
 
 
 @pytest.mark.parametrize("command", ["sql", "ingest-source"])
-def test_expired_credentials_are_named_and_never_printed(s3, proxy, stored, command):
+def test_expired_credentials_are_named_and_never_printed(s3, proxy, stored, command, capfd):
     proxy.fail(400, "ExpiredToken", message="The provided token has expired.", times=None)
     args = [*QUERY, "--store", f"s3://{stored}/store"] if command == "sql" else \
         ["ingest", f"s3://{stored}/src", "--store", f"s3://{stored}/store"]
@@ -95,6 +104,8 @@ def test_expired_credentials_are_named_and_never_printed(s3, proxy, stored, comm
     line = error_line(done)
     assert "the AWS credentials expired" in line and "ExpiredToken" in line
     assert s3.secret_key not in done.stderr and s3.access_key not in done.stderr
+    leaked = written_past_sys_streams(capfd)
+    assert s3.secret_key not in leaked and s3.access_key not in leaked
 
 
 def test_a_wrong_region_names_the_buckets_real_region(s3, proxy, stored):
@@ -149,7 +160,12 @@ def test_a_commit_applied_but_answered_500_is_neither_doubled_nor_lost(s3, proxy
 def test_a_run_longer_than_its_temporary_credentials_completes(s3, proxy, tmp_path):
     """An assumed role's tokens live 20 s here (the proxy shortens STS's answer and enforces it); listing
     the source is made to take 25 s, so the run outlives the token it started with. boto3 refreshes its
-    own; the Delta writes get the current ones because the store's options are derived on every use."""
+    own; the Delta writes get the current ones because the store's options are derived on every use.
+
+    The run is a real process, the suite's one S3 CLI run that takes its S3 settings (endpoint, config
+    file, profile chain) from the environment it starts with, as a scheduled nightly run does. (In this
+    process it would be as valid: each run makes its own boto3 session, the role is new, and the proxy
+    counts the AssumeRole answers of this run alone.)"""
     import boto3
 
     iam = boto3.client("iam", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
@@ -173,7 +189,10 @@ def test_a_run_longer_than_its_temporary_credentials_completes(s3, proxy, tmp_pa
     # (botocore hands out credentials with 10 minutes or more left; these have 20 s).
     proxy.token_lifetime = 20.0
     slow = proxy.fail(0, delay=25.0, times=1, path=r"list-type=2&prefix=src")
-    done = run_cli(["ingest", f"s3://{bucket}/src", "--store", f"s3://{bucket}/store", "--aws-profile", "short"], run_env)
+    done = subprocess.run(
+        [sys.executable, "-m", "proflake.cli", "ingest", f"s3://{bucket}/src", "--store", f"s3://{bucket}/store",
+         "--aws-profile", "short"], capture_output=True, text=True, env=run_env, check=False,
+    )
     assert slow.hits == 1
     assert done.returncode == 0, done.stderr
     assert len(proxy.tokens) >= 2  # credentials were refreshed during the run
@@ -208,7 +227,7 @@ def test_every_command_names_an_s3_outage_in_one_line(s3, proxy, stored, command
     ({"status": 0}, "cannot reach the S3 endpoint"),
     ({"status": 403, "code": "AccessDenied"}, "access denied to s3://"),
 ])
-def test_a_failure_while_duckdb_reads_the_data_files_is_one_sentence(s3, proxy, stored, fault, expected):
+def test_a_failure_while_duckdb_reads_the_data_files_is_one_sentence(s3, proxy, stored, fault, expected, capfd):
     # The Delta logs answer, the Parquet data files do not: the failure comes out of DuckDB's own S3
     # reader, in the middle of the query, not out of deltalake's.
     proxy.fail(fault.pop("status"), path=r"\.parquet", times=None, **fault)
@@ -217,3 +236,4 @@ def test_a_failure_while_duckdb_reads_the_data_files_is_one_sentence(s3, proxy, 
     line = error_line(done)
     assert expected in line and "DuckDB failed" not in line, line
     assert s3.env()["AWS_SECRET_ACCESS_KEY"] not in done.stderr
+    assert s3.env()["AWS_SECRET_ACCESS_KEY"] not in written_past_sys_streams(capfd)
