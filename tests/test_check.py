@@ -104,9 +104,10 @@ def test_check_finds_rewritten_truncated_and_missing_objects_on_an_s3_store_and_
     ingest(str(src), str(tmp_path / "reference"))
     clean = snapshot(str(tmp_path / "reference"))
     store = f"s3://{bucket}/store"
-    # Real processes: each takes its S3 settings from its environment when its parse workers start.
-    run = lambda *args: subprocess.run([sys.executable, "-m", "proflake.cli", *args, "--store", store],  # noqa: E731
-                                       capture_output=True, text=True, env=s3.env(), check=False)
+    # In this process, with the S3 settings in the environment it is given: each run makes its own S3Config,
+    # so its own boto3 clients (nothing is cached from an earlier run), and the parse workers never reach
+    # S3 (they write to a local spool the run uploads from; they are kept per environment, proflake.workers.pool).
+    run = lambda *args: run_cli([*args, "--store", store], s3.env())  # noqa: E731
     assert run("ingest", str(src)).returncode == 0
     assert run("check").returncode == 0
     client = s3.client()
@@ -133,7 +134,11 @@ def test_check_finds_rewritten_truncated_and_missing_objects_on_an_s3_store_and_
     assert any("table 'function_stats': data file" in line and f"(it has 100 bytes, its log says {len(whole):,})" in line
                for line in lines), lines
     assert any("table 'phase_function_stats': data file" in line and "is missing" in line for line in lines), lines
-    repaired = run("check", "--repair")
+    # --repair in a process of its own: deltalake's DeltaTable.repair (1.6.6), which it calls on each damaged
+    # table, holds the GIL while it waits on S3, so the S3 server's threads in this process could not answer
+    # it (the run hung until object_store gave up, 3 minutes later, "cannot reach the S3 endpoint").
+    repaired = subprocess.run([sys.executable, "-m", "proflake.cli", "check", "--repair", "--store", store],
+                              capture_output=True, text=True, env=s3.env(), check=False)
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     assert run("check").returncode == 0
     with environment({k: v for k, v in s3.env().items() if k.startswith("AWS_")}):
@@ -142,3 +147,40 @@ def test_check_finds_rewritten_truncated_and_missing_objects_on_an_s3_store_and_
     done = run("fetch", "by-job-phase", "--all-jobs", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)) == len(local)
+
+
+def test_a_repair_of_a_table_commits_inside_the_writer_lock_s_fence(tmp_path, monkeypatch):
+    """Removing a bad file from a table's log is a commit like any other: it happens only after the lock
+    is checked (Store.committing, the fence), never around it."""
+    import contextlib
+
+    from deltalake import DeltaTable
+
+    _, store, clean = _setup(tmp_path)
+    victim = Path(Store(store).delta("function_callers").file_uris()[0])
+    victim.write_bytes(victim.read_bytes()[:100])
+    fenced: list[str] = []
+    repairs: list[tuple[str, list[str]]] = []
+    committing = Store.committing
+
+    @contextlib.contextmanager
+    def recording(self, table=None):
+        with committing(self, table):
+            fenced.append(table)
+            try:
+                yield
+            finally:
+                fenced.pop()
+
+    real_repair = DeltaTable.repair
+
+    def repair(self, *args, **kwargs):
+        repairs.append((Path(self.table_uri).name, list(fenced)))
+        return real_repair(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "committing", recording)
+    monkeypatch.setattr(DeltaTable, "repair", repair)
+    repaired = _cli("check", "--repair", "--store", str(store))
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert repairs == [("function_callers", ["function_callers"])]
+    assert snapshot(str(store)) == clean

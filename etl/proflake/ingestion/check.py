@@ -140,7 +140,11 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
             for uri, why in bad:
                 if why != "is missing":
                     _set_aside(store, uri)
-            store.delta(name).repair(dry_run=False)
+            # A commit like any other: fenced by the writer lock (renewed just before, so the repair starts
+            # with a whole lease; deltalake 1.6's repair holds the GIL while it waits on S3, so the lock's
+            # renewer cannot run during it).
+            with store.committing(name):
+                store.delta(name).repair(dry_run=False)
             rebuild_derived = rebuild_derived or name in DERIVED_TABLES
     if not fix and any(f.kind == "bad_file" for f in report.findings):
         return None  # the rows are checked once --repair has taken the bad files out
