@@ -146,10 +146,13 @@ def _edges(edges: pa.Table, functions: list[dict[str, Any]]) -> dict[str, Any]:
     def best(rows: list) -> list:
         return sorted(rows, key=lambda r: (-r[4], r[0]))[:top]
 
+    # In the table's order, not the edges' (DuckDB's parallel aggregation returns them in any order): the
+    # same selection draws the same page, byte for byte but for its date.
+    order = [f["function"] for f in functions]
     return {
         "columns": ["function", "calls", "primitive_calls", "tottime", "cumtime"],
-        "callers": {f: best(rows) for f, rows in callers.items()},
-        "callees": {f: best(rows) for f, rows in callees.items()},
+        "callers": {f: best(callers[f]) for f in order if f in callers},
+        "callees": {f: best(callees[f]) for f in order if f in callees},
     }
 
 
