@@ -11,9 +11,22 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from helpers.prepared import PreparedFolder
 from proflake.store.store import FACT_TABLES, Store, raw_view
 from test_batches import build_corpus, snapshot
 from test_check import _cli, _setup
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> PreparedFolder:
+    """test_check's corpus, store and clean snapshot (``_setup``), built once for the module."""
+    return PreparedFolder(tmp_path_factory.mktemp("repair"), _setup)
+
+
+def _fresh(prepared: PreparedFolder) -> tuple[Path, Path, dict]:
+    """``_setup``'s source, store and clean snapshot, as a fresh ingest left them."""
+    folder = prepared.fresh()
+    return folder / "src", folder / "store", prepared.built[2]
 
 
 def _raw_rows(store: Path) -> dict[str, int]:
@@ -42,8 +55,8 @@ def _restored(store: Path, clean: dict) -> str:
 
 
 @pytest.mark.parametrize("how", ["lost", "zeroed"])
-def test_a_lost_or_zeroed_intervals_file_is_parsed_again_from_its_source(tmp_path, how):
-    _, store, clean = _setup(tmp_path)
+def test_a_lost_or_zeroed_intervals_file_is_parsed_again_from_its_source(prepared, how):
+    _, store, clean = _fresh(prepared)
     _damage(Path(Store(store).delta("intervals").file_uris()[0]), how)
     found = _cli("check", "--store", str(store))
     assert found.returncode == 1 and "damage: bad_file: table 'intervals': data file" in found.stdout
@@ -51,8 +64,8 @@ def test_a_lost_or_zeroed_intervals_file_is_parsed_again_from_its_source(tmp_pat
     assert "repaired: orphan_facts:" in out
 
 
-def test_a_lost_intervals_file_whose_source_is_gone_is_named_as_lost_and_its_facts_are_kept(tmp_path):
-    src, store, _ = _setup(tmp_path)
+def test_a_lost_intervals_file_whose_source_is_gone_is_named_as_lost_and_its_facts_are_kept(prepared, tmp_path):
+    src, store, _ = _fresh(prepared)
     rows = _raw_rows(store)
     _damage(Path(Store(store).delta("intervals").file_uris()[0]), "zeroed")
     shutil.rmtree(src)
@@ -76,8 +89,8 @@ def test_a_lost_intervals_file_whose_source_is_gone_is_named_as_lost_and_its_fac
 
 
 @pytest.mark.parametrize("table", FACT_TABLES)
-def test_a_lost_fact_table_folder_is_parsed_again_from_its_source(tmp_path, table):
-    src, store, clean = _setup(tmp_path)
+def test_a_lost_fact_table_folder_is_parsed_again_from_its_source(prepared, table):
+    src, store, clean = _fresh(prepared)
     shutil.rmtree(store / table)
     assert _cli("check", "--store", str(store)).returncode == 1
     out = _restored(store, clean)
@@ -86,8 +99,8 @@ def test_a_lost_fact_table_folder_is_parsed_again_from_its_source(tmp_path, tabl
     assert snapshot(str(store)) == clean
 
 
-def test_a_lost_intervals_folder_is_recovered_from_the_facts_and_the_sources(tmp_path):
-    src, store, clean = _setup(tmp_path)
+def test_a_lost_intervals_folder_is_recovered_from_the_facts_and_the_sources(prepared):
+    src, store, clean = _fresh(prepared)
     shutil.rmtree(store / "intervals")
     found = _cli("check", "--store", str(store))
     assert found.returncode == 1 and "no proflake store" not in found.stderr
@@ -98,8 +111,8 @@ def test_a_lost_intervals_folder_is_recovered_from_the_facts_and_the_sources(tmp
 
 
 @pytest.mark.parametrize("size", ["same", "other"])
-def test_a_data_file_rewritten_after_its_commit_is_found_and_restored(tmp_path, size):
-    _, store, clean = _setup(tmp_path)
+def test_a_data_file_rewritten_after_its_commit_is_found_and_restored(prepared, size):
+    _, store, clean = _fresh(prepared)
     victim = Path(Store(store).delta("function_stats").file_uris()[0])
     if size == "same":  # one byte of a data page: the footer still reads
         data = bytearray(victim.read_bytes())
@@ -116,8 +129,8 @@ def test_a_data_file_rewritten_after_its_commit_is_found_and_restored(tmp_path, 
     assert not victim.exists() and victim.with_name(victim.name + ".damaged").exists()
 
 
-def test_checksums_are_recorded_for_every_data_file_at_commit(tmp_path):
-    _, store, _ = _setup(tmp_path)
+def test_checksums_are_recorded_for_every_data_file_at_commit(prepared):
+    _, store, _ = _fresh(prepared)
     from proflake.store.checksums import recorded
 
     st = Store(store)
@@ -156,8 +169,8 @@ def _zero_the_checkpoint(log: Path) -> None:
     ],
     ids=["torn-fact-commit", "torn-intervals-commit", "commit-gap", "zeroed-checkpoint"],
 )
-def test_a_damaged_log_is_named_by_every_command_and_repaired_from_what_the_store_and_sources_hold(tmp_path, table, damage, words):
-    src, store, clean = _setup(tmp_path)
+def test_a_damaged_log_is_named_by_every_command_and_repaired_from_what_the_store_and_sources_hold(prepared, table, damage, words):
+    src, store, clean = _fresh(prepared)
     assert _cli("ingest", str(src), "--store", str(store), "--full-refresh").returncode == 0  # a third commit
     damage(store / table / "_delta_log")
     found = _cli("check", "--store", str(store))
