@@ -8,6 +8,7 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 from deltalake import DeltaTable
+from helpers.prepared import PreparedFolder
 from helpers.profiles import LEGACY, JobBuilder
 from proflake.operations import ingest
 from proflake.query.profiles import Profiles
@@ -25,16 +26,25 @@ def _job(base, name: str):
     return base / name
 
 
-@pytest.fixture
-def busy_store(tmp_path, store_path) -> Store:
-    """A store whose logs hold appends, replacements and a compaction's rewrites (adds and removes)."""
-    store = Store(store_path)
+def _busy(folder) -> None:
+    store = Store(folder / "store")
     ingest(str(LEGACY), store)
-    source = _job(tmp_path, "job-b")
+    source = _job(folder, "job-b")
     ingest(str(source), store)
     ingest(str(source), store, full_refresh=True)
     compact(store, retention_hours=0)
-    return store
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> PreparedFolder:
+    return PreparedFolder(tmp_path_factory.mktemp("busy"), _busy)
+
+
+@pytest.fixture
+def busy_store(prepared) -> Store:
+    """A store whose logs hold appends, replacements and a compaction's rewrites (adds and removes):
+    built once for the module, a fresh copy for each test (helpers/prepared.py)."""
+    return Store(prepared.fresh() / "store")
 
 
 def test_a_small_log_read_directly_lists_what_deltalake_lists(busy_store):
