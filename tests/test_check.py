@@ -10,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.cli import run_cli
+from helpers.prepared import PreparedFolder
 from helpers.recovery import environment
 from proflake import Profiles, ingest
 from proflake.store.store import Store
@@ -30,12 +32,23 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, dict]:
     return src, store, snapshot(str(tmp_path / "reference"))
 
 
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> PreparedFolder:
+    """``_setup``'s corpus, store and clean snapshot, built once for the module (helpers/prepared.py)."""
+    return PreparedFolder(tmp_path_factory.mktemp("check"), _setup)
+
+
+def _fresh(prepared: PreparedFolder) -> tuple[Path, Path, dict]:
+    folder = prepared.fresh()
+    return folder / "src", folder / "store", prepared.built[2]
+
+
 def _phases(store: Path) -> list:
     return sorted(Profiles(str(store)).by_job_phase(all_jobs=True).table.to_pylist(), key=str)
 
 
-def test_a_deleted_fact_table_is_named_by_ingest_and_check_and_repaired_from_its_source(tmp_path):
-    src, store, clean = _setup(tmp_path)
+def test_a_deleted_fact_table_is_named_by_ingest_and_check_and_repaired_from_its_source(prepared):
+    src, store, clean = _fresh(prepared)
     assert _cli("check", "--store", str(store)).returncode == 0
     shutil.rmtree(store / "function_stats")
     refused = _cli("ingest", str(src), "--store", str(store))
@@ -53,8 +66,8 @@ def test_a_deleted_fact_table_is_named_by_ingest_and_check_and_repaired_from_its
     assert _cli("check", "--store", str(store)).returncode == 0
 
 
-def test_a_truncated_fact_file_and_a_lost_rollup_file_are_found_and_rebuilt(tmp_path):
-    _, store, clean = _setup(tmp_path)
+def test_a_truncated_fact_file_and_a_lost_rollup_file_are_found_and_rebuilt(prepared):
+    _, store, clean = _fresh(prepared)
     phases = _phases(store)
     victim = Path(Store(store).delta("function_callers").file_uris()[0])
     victim.write_bytes(victim.read_bytes()[:100])
@@ -71,8 +84,8 @@ def test_a_truncated_fact_file_and_a_lost_rollup_file_are_found_and_rebuilt(tmp_
     assert _cli("check", "--store", str(store)).returncode == 0
 
 
-def test_a_truncated_or_deleted_data_file_is_one_line_pointing_at_check_from_every_reading_command(tmp_path):
-    _, store, _ = _setup(tmp_path)
+def test_a_truncated_or_deleted_data_file_is_one_line_pointing_at_check_from_every_reading_command(prepared, tmp_path):
+    _, store, _ = _fresh(prepared)
     victim = Path(Store(store).delta("function_stats").file_uris()[0])
     data = victim.read_bytes()
     readers = (["fetch", "by-step", "1", "--all-jobs"], ["sql", "SELECT sum(total_calls) FROM function_stats"],
@@ -149,14 +162,14 @@ def test_check_finds_rewritten_truncated_and_missing_objects_on_an_s3_store_and_
     assert len(json.loads(done.stdout)) == len(local)
 
 
-def test_a_repair_of_a_table_commits_inside_the_writer_lock_s_fence(tmp_path, monkeypatch):
+def test_a_repair_of_a_table_commits_inside_the_writer_lock_s_fence(prepared, monkeypatch):
     """Removing a bad file from a table's log is a commit like any other: it happens only after the lock
     is checked (Store.committing, the fence), never around it."""
     import contextlib
 
     from deltalake import DeltaTable
 
-    _, store, clean = _setup(tmp_path)
+    _, store, clean = _fresh(prepared)
     victim = Path(Store(store).delta("function_callers").file_uris()[0])
     victim.write_bytes(victim.read_bytes()[:100])
     fenced: list[str] = []

@@ -14,19 +14,13 @@ import pytest
 from helpers.prepared import PreparedFolder
 from proflake.store.store import FACT_TABLES, Store, raw_view
 from test_batches import build_corpus, snapshot
-from test_check import _cli, _setup
+from test_check import _cli, _fresh, _setup
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> PreparedFolder:
     """test_check's corpus, store and clean snapshot (``_setup``), built once for the module."""
     return PreparedFolder(tmp_path_factory.mktemp("repair"), _setup)
-
-
-def _fresh(prepared: PreparedFolder) -> tuple[Path, Path, dict]:
-    """``_setup``'s source, store and clean snapshot, as a fresh ingest left them."""
-    folder = prepared.fresh()
-    return folder / "src", folder / "store", prepared.built[2]
 
 
 def _raw_rows(store: Path) -> dict[str, int]:
