@@ -126,4 +126,25 @@ def start() -> tuple[S3Server, _Server]:
     iam.create_user(UserName="proflake-test")
     iam.put_user_policy(UserName="proflake-test", PolicyName="all", PolicyDocument=_ADMIN_POLICY)
     key = iam.create_access_key(UserName="proflake-test")["AccessKey"]
+    _require_authentication(endpoint)
     return S3Server(endpoint, key["AccessKeyId"], key["SecretAccessKey"]), server
+
+
+def _require_authentication(endpoint: str) -> None:
+    """moto reads INITIAL_NO_AUTH_ACTION_COUNT once, when it is first imported: had anything imported moto
+    before start() set it, every request would pass unauthenticated (a plugin that did showed it:
+    test_wrong_credentials_are_named_without_leaking_them then failed, the other S3 tests passed). So the
+    server must refuse unknown keys before any test uses it (one request, ~5 ms)."""
+    import boto3
+    import botocore.exceptions
+
+    stranger = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="AKIANOTAUSER00000000",
+                            aws_secret_access_key="not-a-secret", region_name="us-east-1")
+    try:
+        stranger.list_buckets()
+    except botocore.exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") == "InvalidAccessKeyId":
+            return
+        raise
+    raise RuntimeError("the test S3 server answered unknown keys: moto was imported before tests/helpers/s3server.py "
+                       "set INITIAL_NO_AUTH_ACTION_COUNT, so its authentication is off")
