@@ -34,7 +34,7 @@ INTEGRATION_TESTS = {
     "test_breaking_a_stale_lock_never_removes_the_next_holders",
     "test_queries_and_schemas_ship_inside_the_wheel",
 }
-REAL_COMPONENTS = {"s3", "spark", "s3_store"}  # s3_store: test_sql_surface's store on its own S3 server
+REAL_COMPONENTS = {"s3", "spark", "s3_store"}  # s3_store: test_sql_surface's store on the session's S3 server
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

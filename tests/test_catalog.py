@@ -453,53 +453,46 @@ def test_catalog_refuses_what_it_should(growing, tmp_path):
 
 
 # -- S3 --------------------------------------------------------------------------------------------
-@pytest.mark.integration  # its own S3 server (moto), so not in the inner loop
-def test_s3_store_catalog_is_materialized_and_needs_no_httpfs(tmp_path, monkeypatch):
-    from test_sql_surface import start_s3_server
+def test_s3_store_catalog_is_materialized_and_needs_no_httpfs(s3, tmp_path, monkeypatch):
+    for key, value in s3.env().items():
+        if key.startswith("AWS_"):
+            monkeypatch.setenv(key, value)
+    bucket = f"bucket-{secrets.token_hex(4)}"
+    s3.client().create_bucket(Bucket=bucket)
+    job = JobBuilder(tmp_path / "job")
+    job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
+    job.pyinstrument("algo-2", "train-0-stepstart-2000_train-0-stepend-2900")
+    store = f"s3://{bucket}/warehouse"
 
-    server, handle = start_s3_server()
-    try:
-        for key, value in server.env().items():
-            if key.startswith("AWS_"):
-                monkeypatch.setenv(key, value)
-        bucket = f"bucket-{secrets.token_hex(4)}"
-        server.client().create_bucket(Bucket=bucket)
-        job = JobBuilder(tmp_path / "job")
-        job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
-        job.pyinstrument("algo-2", "train-0-stepstart-2000_train-0-stepend-2900")
-        store = f"s3://{bucket}/warehouse"
+    def proflake(*args: str):
+        return CliRunner().invoke(cli, [*args, "--store", store])
 
-        def proflake(*args: str):
-            return CliRunner().invoke(cli, [*args, "--store", store])
-
-        assert proflake("ingest", str(tmp_path / "job")).exit_code == 0
-        out = tmp_path / "bi" / "s3.duckdb"
-        out.parent.mkdir()
-        done = proflake("catalog", "--out", str(out), "--views")
-        assert done.exit_code == ExitCode.USAGE and "drop --views" in done.stderr and not out.exists()
-        done = proflake("catalog", "--out", str(out))
-        assert done.exit_code == 0, done.stderr
-        # Another process, no network, no extension, nothing allowed outside the file: it still answers.
-        code = (
-            "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True, "
-            "config={'enable_external_access': False, 'autoload_known_extensions': False}); "
-            "print(con.execute('SELECT count(*) FROM intervals').fetchall()[0][0], "
-            "con.execute('SELECT count(*) FROM step_node_skew').fetchall()[0][0], "
-            "con.execute('SELECT mode FROM catalog_info').fetchall()[0][0])"
-        )
-        clean_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, env=clean_env, check=False)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == ["2", "2", "materialized"]
-        # Registered in the store on S3, and refreshed from it.
-        listed = proflake("catalog", "--list")
-        assert str(out) in listed.stdout and "materialized" in listed.stdout
-        registry = server.client().get_object(Bucket=bucket, Key="warehouse/_proflake/catalogs.json")["Body"].read()
-        assert [c["path"] for c in json.loads(registry)["catalogs"]] == [str(out)]
-        job.cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
-        assert proflake("ingest", str(tmp_path / "job")).exit_code == 0
-        done = proflake("catalog", "--refresh")
-        assert done.exit_code == 0, done.stderr
-        assert count(out) == 3
-    finally:
-        handle.stop()
+    assert proflake("ingest", str(tmp_path / "job")).exit_code == 0
+    out = tmp_path / "bi" / "s3.duckdb"
+    out.parent.mkdir()
+    done = proflake("catalog", "--out", str(out), "--views")
+    assert done.exit_code == ExitCode.USAGE and "drop --views" in done.stderr and not out.exists()
+    done = proflake("catalog", "--out", str(out))
+    assert done.exit_code == 0, done.stderr
+    # Another process, no network, no extension, nothing allowed outside the file: it still answers.
+    code = (
+        "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True, "
+        "config={'enable_external_access': False, 'autoload_known_extensions': False}); "
+        "print(con.execute('SELECT count(*) FROM intervals').fetchall()[0][0], "
+        "con.execute('SELECT count(*) FROM step_node_skew').fetchall()[0][0], "
+        "con.execute('SELECT mode FROM catalog_info').fetchall()[0][0])"
+    )
+    clean_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, env=clean_env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "2", "materialized"]
+    # Registered in the store on S3, and refreshed from it.
+    listed = proflake("catalog", "--list")
+    assert str(out) in listed.stdout and "materialized" in listed.stdout
+    registry = s3.client().get_object(Bucket=bucket, Key="warehouse/_proflake/catalogs.json")["Body"].read()
+    assert [c["path"] for c in json.loads(registry)["catalogs"]] == [str(out)]
+    job.cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
+    assert proflake("ingest", str(tmp_path / "job")).exit_code == 0
+    done = proflake("catalog", "--refresh")
+    assert done.exit_code == 0, done.stderr
+    assert count(out) == 3

@@ -72,38 +72,45 @@ def where(request, tmp_path):
 _REFERENCES: dict[Path, dict] = {}
 
 
-def _reference(tmp_path: Path) -> dict:
-    """The snapshot of a clean ingest of the test's source, made once per test."""
-    if tmp_path not in _REFERENCES:
-        ingest(str(tmp_path / "src"), str(tmp_path / "reference"))
-        _REFERENCES[tmp_path] = snapshot(str(tmp_path / "reference"))
-    return _REFERENCES[tmp_path]
+def _reference(source: Path) -> dict:
+    """The snapshot of a clean ingest of ``source`` (beside it), made once per source."""
+    if source not in _REFERENCES:
+        ingest(str(source), str(source.parent / "reference"))
+        _REFERENCES[source] = snapshot(str(source.parent / "reference"))
+    return _REFERENCES[source]
 
 
-def test_a_holder_paused_past_its_lease_loses_the_lock_and_never_commits_after(where, tmp_path):
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """The source the paused-holder and stale-lock tests ingest, in both places: built once per module, so its
+    clean ingest (``_reference``) is made once, not once per test (ingest never writes to its source)."""
+    source = tmp_path_factory.mktemp("corpus") / "src"
+    build_corpus(source, nodes=1, steps=3)
+    return source
+
+
+def test_a_holder_paused_past_its_lease_loses_the_lock_and_never_commits_after(where, corpus, tmp_path):
     store, env, s3config = where
-    build_corpus(tmp_path / "src", nodes=1, steps=3)
     # A pauses at its first renewal (each commit renews first) for longer than its 2 s lease.
-    paused = _ingest(tmp_path / "src", store, {**env, "PROFLAKE_LOCK_LEASE_S": "2", "PROFLAKE_LOCK_TEST_HOOKS": "delay:renew=12"})
+    paused = _ingest(corpus, store, {**env, "PROFLAKE_LOCK_LEASE_S": "2", "PROFLAKE_LOCK_TEST_HOOKS": "delay:renew=12"})
     _wait_for_lock(store, env)
-    second = _ingest(tmp_path / "src", store, env, "--wait", "60")
-    out, err = second.communicate(timeout=300)
-    assert second.returncode == 0, err
-    assert json.loads(out)["new_intervals"] > 0
+    # The paused holder is a real process; the writer that takes the lock over, and the run after, are
+    # not what is tested about processes: they run in this one (helpers/cli.py), ~1 s of CPU less each.
+    second = run_cli(["ingest", str(corpus), "--store", store, "--json", "--wait", "60"], env)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["new_intervals"] > 0
     _, err = paused.communicate(timeout=300)
     assert paused.returncode == 4, err
     assert "lost the writer lock" in err and "another run took the lock over" in err and "Traceback" not in err
-    done = subprocess.run([sys.executable, "-m", "proflake.cli", "ingest", str(tmp_path / "src"), "--store", store, "--json"],
-                          capture_output=True, text=True, env=env, check=False)
+    done = run_cli(["ingest", str(corpus), "--store", store, "--json"], env)
     assert done.returncode == 0 and json.loads(done.stdout)["new_intervals"] == 0
     if s3config is None:
-        assert snapshot(store) == _reference(tmp_path)
-    assert _committed_intervals(store, s3config) == len(_reference(tmp_path)["intervals"])  # one writer's batch
+        assert snapshot(store) == _reference(corpus)
+    assert _committed_intervals(store, s3config) == len(_reference(corpus)["intervals"])  # one writer's batch
 
 
-def test_breaking_a_stale_lock_never_removes_the_next_holders(where, tmp_path):
+def test_breaking_a_stale_lock_never_removes_the_next_holders(where, corpus, tmp_path):
     store, env, s3config = where
-    build_corpus(tmp_path / "src", nodes=1, steps=3)
     # A run on another host dies holding the lock, with a short lease.
     holder = StoreLock(Store(store, s3=s3config), purpose="dead run", lease=1.0)
     holder.backend.create(json.dumps({"host": "elsewhere", "pid": 1, "token": "dead", "acquired": time.time(),
@@ -111,20 +118,21 @@ def test_breaking_a_stale_lock_never_removes_the_next_holders(where, tmp_path):
     time.sleep(2.5)
     # B judges it stale, then pauses before taking it over; C takes it meanwhile and runs.
     hooks = f"delay:break=6,mark={tmp_path}"
-    slow = _ingest(tmp_path / "src", store, {**env, "PROFLAKE_LOCK_TEST_HOOKS": hooks}, "--wait", "120")
+    slow = _ingest(corpus, store, {**env, "PROFLAKE_LOCK_TEST_HOOKS": hooks}, "--wait", "120")
     deadline = time.monotonic() + 120
     while not (tmp_path / "break").exists():  # B has judged the lock stale and paused
         assert time.monotonic() < deadline and slow.poll() is None
         time.sleep(0.05)
-    fast = _ingest(tmp_path / "src", store, env, "--wait", "120")
-    results = [p.communicate(timeout=300) + (p.returncode,) for p in (slow, fast)]
+    # C runs in this process (helpers/cli.py): B, paused between judging and taking over, is the real one.
+    fast = run_cli(["ingest", str(corpus), "--store", store, "--json", "--wait", "120"], env)
+    results = [slow.communicate(timeout=300) + (slow.returncode,), (fast.stdout, fast.stderr, fast.returncode)]
     assert [rc for _, _, rc in results] == [0, 0], [err for _, err, _ in results]
     news = sorted(json.loads(out)["new_intervals"] for out, _, _ in results)
-    expected = len(_reference(tmp_path)["intervals"])
+    expected = len(_reference(corpus)["intervals"])
     assert news == [0, expected]  # the files were ingested once, by one writer, the other found them
     assert _committed_intervals(store, s3config) == expected
     if s3config is None:
-        assert snapshot(store) == _reference(tmp_path)
+        assert snapshot(store) == _reference(corpus)
 
 
 def test_s3_renewal_errors_stop_the_holder_before_its_next_commit(s3, bucket, config, tmp_path):  # noqa: F811
@@ -140,7 +148,7 @@ def test_s3_renewal_errors_stop_the_holder_before_its_next_commit(s3, bucket, co
     again = run_cli(["ingest", str(tmp_path / "src"), "--store", store, "--json"], env=s3.env())
     assert again.returncode == 0, again.stderr
     assert Store(store, s3=config).connect().sql("SELECT count(*) FROM intervals").fetchall()[0][0] == len(
-        _reference(tmp_path)["intervals"]
+        _reference(tmp_path / "src")["intervals"]
     )
 
 

@@ -48,9 +48,7 @@ def test_s3_source_ingests_like_the_local_copy(s3, bucket, config, tmp_path):
 
 
 def test_listing_goes_past_one_page(s3, bucket, config, tmp_path):
-    client = s3.client()
-    for i in range(1_050):
-        client.put_object(Bucket=bucket, Key=f"job/framework/pytorch/other/trace-{i:05d}.json", Body=b"{}")
+    s3.put_objects(bucket, (f"job/framework/pytorch/other/trace-{i:05d}.json" for i in range(1_050)), b"{}")
     s3.upload_tree(LEGACY, bucket, "job")
     report = ingest(f"s3://{bucket}/job", str(tmp_path / "store"), s3=config)
     assert report.files_seen == 1_053

@@ -18,7 +18,10 @@ import pytest
 from helpers.cli import run_cli
 from helpers.faultproxy import FaultProxy
 from helpers.profiles import LEGACY
+from helpers.recovery import environment
 from proflake.errors import ExitCode
+from proflake.sources.settings import S3Config
+from proflake.store.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +68,15 @@ def written_past_sys_streams(capfd) -> str:
 
 
 def count_intervals(bucket, s3, proxy) -> int:
-    done = run_cli(["sql", "SELECT count(*) AS n FROM intervals", "--store", f"s3://{bucket}/store", "--format", "json"],
-                   env(s3, proxy))
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)[0]["n"]
+    """The store's live intervals as every reader sees them (its ``intervals`` view), read through the proxy in
+    this process with only that table opened: ~0.3 s of CPU, where ``proflake sql`` (which opens every table's
+    view, twice) took ~0.9 s. What is counted is the store's content; the sql command is tested elsewhere."""
+    with environment({k: v for k, v in env(s3, proxy).items() if k.startswith("AWS_")}):
+        con = Store(f"s3://{bucket}/store", s3=S3Config(endpoint_url=proxy.endpoint)).connect(tables=())
+        try:
+            return con.sql("SELECT count(*) FROM intervals").fetchall()[0][0]
+        finally:
+            con.close()
 
 
 QUERY = ["sql", "SELECT count(*) AS n FROM intervals", "--format", "json"]

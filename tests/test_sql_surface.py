@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from helpers import s3server
 from helpers.profiles import LEGACY, JobBuilder
 from proflake import Profiles, ingest
 from proflake.cli import cli
@@ -240,46 +239,13 @@ def test_legacy_store_sql_still_works(tmp_path):
 
 
 # -- S3 ---------------------------------------------------------------------------------------------
-def start_s3_server():
-    """A moto S3 server with authentication on, usable beside tests/test_s3.py's in the same process."""
-    os.environ.setdefault("INITIAL_NO_AUTH_ACTION_COUNT", "3")
-    import boto3
-    from moto.core.authorization import ActionAuthenticatorMixin
-    from moto.server import ThreadedMotoServer
-
-    # moto counts unauthenticated requests per process: give this server's bootstrap its own three; stopping
-    # it puts the count back, so a server another module starts later (tests/s3server.py) gets its three too.
-    saved_count = ActionAuthenticatorMixin.request_count
-    ActionAuthenticatorMixin.request_count = 0
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    iam = boto3.client(
-        "iam", endpoint_url=endpoint, aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap",
-        region_name="us-east-1",
-    )
-    user = f"proflake-{secrets.token_hex(4)}"
-    iam.create_user(UserName=user)
-    iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=s3server._ADMIN_POLICY)
-    key = iam.create_access_key(UserName=user)["AccessKey"]
-
-    class Handle:
-        def stop(self) -> None:
-            server.stop()
-            ActionAuthenticatorMixin.request_count = saved_count
-
-    return s3server.S3Server(endpoint, key["AccessKeyId"], key["SecretAccessKey"]), Handle()
-
-
 @pytest.fixture(scope="module")
-def s3_store(tmp_path_factory):
-    server, handle = start_s3_server()
+def s3_store(s3, tmp_path_factory):
+    """A store on the session's S3 server (conftest's ``s3``), its settings in the environment."""
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
-    os.environ.update({k: v for k, v in server.env().items() if k.startswith("AWS_")})
+    os.environ.update({k: v for k, v in s3.env().items() if k.startswith("AWS_")})
     bucket = f"bucket-{secrets.token_hex(4)}"
-    server.client().create_bucket(Bucket=bucket)
+    s3.client().create_bucket(Bucket=bucket)
     base = tmp_path_factory.mktemp("s3sql")
     job = JobBuilder(base / "job")
     job.cprofile("algo-1", "train-0-stepstart-2000_train-0-stepend-3000", "a")
@@ -292,7 +258,6 @@ def s3_store(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
-    handle.stop()
 
 
 def test_s3_store_answers_sql_on_the_locked_connection(s3_store, tmp_path):
