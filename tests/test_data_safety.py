@@ -139,10 +139,7 @@ def test_full_refresh_replaces_only_what_its_source_covers(tmp_path):
     covered = Store(store).connect().sql(
         f"SELECT count(*) FROM intervals WHERE starts_with(source_uri, '{one}/')"
     ).fetchall()[0][0]
-    proc = subprocess.run(
-        [sys.executable, "-m", "proflake.cli", "ingest", str(one), "--store", str(store), "--full-refresh", "--json"],
-        capture_output=True, text=True, check=False,
-    )
+    proc = run_cli(["ingest", str(one), "--store", str(store), "--full-refresh", "--json"])
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["removed_intervals"] == covered == summary["new_intervals"] > 0
@@ -168,13 +165,13 @@ def test_rebuild_says_what_it_deletes_and_does_it_only_with_yes(tmp_path):
     elsewhere = Store(store).connect().sql(
         f"SELECT count(*) FROM intervals WHERE NOT starts_with(source_uri, '{one}/')"
     ).fetchall()[0][0]
-    rebuild = [sys.executable, "-m", "proflake.cli", "rebuild", str(one), "--store", str(store), "--json"]
-    dry = subprocess.run(rebuild, capture_output=True, text=True, check=False)
+    rebuild = ["rebuild", str(one), "--store", str(store), "--json"]
+    dry = run_cli(rebuild)
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout)["deleted_intervals"] == {"job-2": elsewhere} and elsewhere > 0
     assert f"  job-2: {elsewhere} interval(s)" in dry.stderr and "nothing changed: pass --yes" in dry.stderr
     assert snapshot(str(store)) == before
-    done = subprocess.run([*rebuild, "--yes"], capture_output=True, text=True, check=False)
+    done = run_cli([*rebuild, "--yes"])
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["whole_store"] and summary["removed_intervals"] == len(before["intervals"])
@@ -187,15 +184,15 @@ def test_demo_refuses_a_store_holding_another_job_and_replaces_only_its_own(tmp_
     real = tmp_path / "real-store"
     ingest(str(tmp_path / "src"), str(real))
     before = snapshot(str(real))
-    demo = [sys.executable, "-m", "proflake.cli", "demo", "--out", str(tmp_path / "sample")]
-    refused = subprocess.run([*demo, "--store", str(real)], capture_output=True, text=True, check=False)
+    demo = ["demo", "--out", str(tmp_path / "sample")]
+    refused = run_cli([*demo, "--store", str(real)])
     assert refused.returncode == 1, refused.stderr
     assert "holds data the demo did not write (jobs: job-1)" in refused.stderr and "Traceback" not in refused.stderr
     assert snapshot(str(real)) == before
     # Its own store: a second demo replaces the sample job, under the lock, in one commit.
     own = tmp_path / "demo-store"
     for _ in range(2):
-        done = subprocess.run([*demo, "--store", str(own)], capture_output=True, text=True, check=False)
+        done = run_cli([*demo, "--store", str(own)])
         assert done.returncode == 0, done.stderr
     assert Store(own).connect().sql("SELECT job_id, count(*) FROM intervals GROUP BY ALL").fetchall() == [("sample", 30)]
 
