@@ -47,7 +47,7 @@ def readers(store: Path, tmp_path: Path, count: int = 1, zygote: Zygote | None =
     finally:
         stop.touch()
         for proc in procs:
-            proc.wait(timeout=120)
+            assert proc.wait(timeout=120) == 0, "a reader failed: its answers stop where it did"
         for out in outs:
             if out.exists():
                 answers.extend(json.loads(line) for line in out.read_text().splitlines() if line.strip())
