@@ -171,8 +171,8 @@ class Store:
         from deltalake.exceptions import DeltaError
 
         for name in ALL_TABLES:
-            if not self.is_remote and (Path(self.root) / name / "_delta_log" / _FIRST_COMMIT).is_file():
-                continue  # created already; asking deltalake costs ~7 ms a table on every run
+            if self._created(name):
+                continue  # asking deltalake costs ~7 ms a table locally, an open (~7 requests) on S3
             try:
                 DeltaTable.create(
                     self.table_uri(name),
@@ -183,6 +183,18 @@ class Store:
                 )
             except (DeltaError, OSError) as e:
                 raise self.explain(e, f"table {name!r} of the store at {self.location!r}") from e
+
+    def _created(self, name: str) -> bool:
+        """Whether table ``name``'s creating commit is there: a file test locally, one HEAD on S3 (any
+        answer but "found" leaves it to deltalake, which creates the table or says what is wrong)."""
+        if not self.is_remote:
+            return (Path(self.root) / name / "_delta_log" / _FIRST_COMMIT).is_file()
+        bucket, key = split_s3_uri(f"{self.table_uri(name)}/_delta_log/{_FIRST_COMMIT}")
+        try:
+            self.s3.client().head_object(Bucket=bucket, Key=key)  # type: ignore[union-attr] # set when remote
+            return True
+        except Exception:  # noqa: BLE001 - 404, or an error deltalake's own request will name
+            return False
 
     def delta(self, name: str, version: int | None = None) -> DeltaTable:
         """The Delta table ``name``, at ``version`` (None: the newest)."""
