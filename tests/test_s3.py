@@ -81,7 +81,7 @@ def test_store_on_s3_answers_like_a_local_store(s3, bucket, tmp_path):
     job.cprofile("algo-1", "train-1-stepstart-3000_train-1-stepend-4000", "b")
     job.pyinstrument("algo-1", "train-2-stepstart-4000_train-2-stepend-5000")
     store = f"s3://{bucket}/warehouse"
-    # Endpoint and credentials only through the standard environment variables, in a real process.
+    # Endpoint and credentials only through the standard environment variables (run_cli: the whole environment).
     done = run_cli(["ingest", str(tmp_path / "job"), "--store", store, "--json"], s3.env())
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["new_intervals"] == 3
