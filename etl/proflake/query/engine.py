@@ -59,8 +59,8 @@ class Engine:
         self._side: tuple[duckdb.DuckDBPyConnection, ThreadPoolExecutor] | None = None
         # Answers that only change with the store's version (jobs, scope summaries), kept until refresh().
         self._memo: dict[tuple[Any, ...], Any] = {}
-        # The read-only connection of sql() and the fetch connection it was made beside.
-        self._sql_con: tuple[duckdb.DuckDBPyConnection, duckdb.DuckDBPyConnection] | None = None
+        # The read-only connection of sql(), until refresh().
+        self._sql_con: duckdb.DuckDBPyConnection | None = None
         # The jobs whose intervals the job connection holds, those intervals, and the connection (_select).
         self._jobs_con: tuple[tuple[str, ...], pa.Table, duckdb.DuckDBPyConnection] | None = None
 
@@ -98,6 +98,9 @@ class Engine:
         if self._jobs_con is not None:
             self._jobs_con[2].close()
             self._jobs_con = None
+        if self._sql_con is not None:
+            self._sql_con.close()
+            self._sql_con = None
         self._snapshot, self._con, self._files = None, None, {}
         self._memo.clear()
 
@@ -272,19 +275,13 @@ class Engine:
         return self._fresh(run)
 
     def _sql_connection(self) -> duckdb.DuckDBPyConnection:
-        """The read-only connection of ``sql``, rebuilt whenever the fetch connection is (after ``refresh()``),
-        so both see the same version of the store."""
+        """The read-only connection of ``sql``, made anew after each ``refresh()``, as the fetch connection
+        is (without opening the fetch connection: ``proflake sql`` alone never needs it)."""
         from proflake.query import readonly
 
-        base = self._connection()
-        cached = self._sql_con
-        if cached is not None and cached[0] is base:
-            return cached[1]
-        if cached is not None:
-            cached[1].close()
-        con = readonly.connect(self.store, self.bounds)
-        self._sql_con = (base, con)
-        return con
+        if self._sql_con is None:
+            self._sql_con = readonly.connect(self.store, self.bounds)
+        return self._sql_con
 
 
 @cache
