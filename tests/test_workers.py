@@ -52,7 +52,6 @@ def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeyp
 
     monkeypatch.setattr(template, "AVAILABLE", start == "forked")
     monkeypatch.setenv("PROFLAKE_TEST_WORKER_START", start)  # no idle worker of another test is reused
-    template._STARTED_ALONE.add(pool_module._environment())  # its first worker started alone already
     monkeypatch.setattr(pool_module, "KILL_WAIT_S", 0.0)
     reapers: list[threading.Thread] = []
     killed: list = []
