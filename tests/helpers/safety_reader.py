@@ -42,15 +42,19 @@ def answer(store: str) -> dict:
     }
 
 
+def _folders(store: str) -> list[str]:
+    """The store's folders (its tables and ``_proflake``), sorted; none while it cannot be listed."""
+    try:
+        return sorted(e.name for e in os.scandir(store) if e.is_dir())
+    except OSError:
+        return []
+
+
 def _state(store: str) -> tuple:
     """What changes when anything is committed: the entries of every table's log folder and of the
     store's own metadata (``_proflake``)."""
     seen = []
-    try:
-        tables = sorted(e.name for e in os.scandir(store) if e.is_dir())
-    except OSError:
-        return ()
-    for name in tables:
+    for name in _folders(store):
         for folder in (os.path.join(store, name, "_delta_log"), os.path.join(store, name)):
             try:
                 info = os.stat(folder)
@@ -70,11 +74,7 @@ def _visible(store: str) -> tuple:
     """What a reader's answer depends on: each table's newest committed log entry (a commit's temporary
     file is not one), and the name, size and identity of each file in ``_proflake`` that readers read."""
     seen = []
-    try:
-        entries = sorted(e.name for e in os.scandir(store) if e.is_dir())
-    except OSError:
-        return ()
-    for name in entries:
+    for name in _folders(store):
         folder = os.path.join(store, name)
         if name == _METADATA:
             try:
