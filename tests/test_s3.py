@@ -164,3 +164,32 @@ def test_messages_name_the_option_that_exists(s3, bucket, tmp_path):
     assert "--aws-profile" in done.stderr and "--profile " not in done.stderr.replace("--aws-profile", "")
     done = run_cli(["ingest", f"s3://{bucket}/jobs", "--store", str(tmp_path / "store"), "--aws-profile", "nope"], env)
     assert done.returncode == 1 and "--aws-profile" in done.stderr, done.stderr
+
+
+def test_each_command_on_an_s3_store_makes_a_bounded_number_of_requests(s3, bucket, tmp_path):
+    """S3 requests per command, counted on the server (a count is deterministic where time is not): a
+    change that opens a Delta table again (a LIST and two GETs a commit), reads the lock back or lists a
+    table per commit shows here. Counted at 2026-12-07's change (and before it, on this corpus): a first
+    ingest 317 (363), an unchanged re-run 109 (167), a re-run with one new file 286 (407), check 288 (464),
+    sql 68 (75). Bounds ~10% above; a deltalake release that reads its log otherwise may move them."""
+    from helpers.s3server import counted
+
+    s3.upload_tree(LEGACY, bucket, "jobs")
+    store = f"s3://{bucket}/store"
+    bounds = []
+
+    def run(bound: int, *args: str) -> None:
+        with counted() as seen:
+            done = run_cli([*args, "--store", store], s3.env())
+        assert done.returncode == 0, done.stderr
+        bounds.append((args[0], len(seen), bound))
+
+    run(350, "ingest", f"s3://{bucket}/jobs")
+    run(120, "ingest", f"s3://{bucket}/jobs")
+    step_3 = next(LEGACY.rglob("*_3/python_stats")).read_bytes()
+    s3.client().put_object(Bucket=bucket, Key="jobs/framework/tensorflow/cProfile/1596585376020000.0_1596585376025000.0_151-algo-1_4/"
+                           "python_stats", Body=step_3)
+    run(315, "ingest", f"s3://{bucket}/jobs")
+    run(315, "check")
+    run(75, "sql", "SELECT count(*) FROM intervals")
+    assert all(count <= bound for _, count, bound in bounds), bounds

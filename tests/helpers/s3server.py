@@ -5,9 +5,10 @@ The code under test gets only an endpoint URL and credentials, exactly as it wou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,21 @@ class S3Server:
         return count
 
 
+_counting: list[list[tuple[str, str]]] = []
+
+
+@contextlib.contextmanager
+def counted() -> Iterator[list[tuple[str, str]]]:
+    """The requests this process's test S3 server receives inside the block, as (method, path with its
+    query): how many a command makes is deterministic where its time is not."""
+    seen: list[tuple[str, str]] = []
+    _counting.append(seen)
+    try:
+        yield seen
+    finally:
+        _counting.remove(seen)
+
+
 class _Server:
     """moto's server app (its dispatcher, Flask apps and backends: what ThreadedMotoServer serves) on
     werkzeug's threaded server in a thread of this process, with two costs per request taken out:
@@ -96,6 +112,13 @@ class _Server:
         class QuietHandler(MotoRequestHandler):
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 pass
+
+            def parse_request(self) -> bool:
+                parsed = super().parse_request()
+                if parsed and _counting:  # when parsed, before it is answered: its client has not gone on
+                    for seen in _counting:
+                        seen.append((self.command, self.path))
+                return parsed
 
         self._server = make_server("127.0.0.1", 0, Dispatcher(create_backend_app), threaded=True, request_handler=QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)

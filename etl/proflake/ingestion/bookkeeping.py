@@ -233,8 +233,14 @@ def missing_tables(store: Store) -> list[str]:
 
 
 def has_table(store: Store, name: str) -> bool:
+    """Whether table ``name`` is in the store: its log folder locally; on S3 its creating commit (one HEAD,
+    as ``Store.create`` asks), else whether deltalake opens it (a log cleaned up past version 0 after a
+    checkpoint; any error, which the open then names). A table whose log is damaged is there (locally and
+    on S3 alike): opening it says what is wrong."""
     if not store.is_remote:
         return os.path.isdir(os.path.join(store.root, name, "_delta_log"))
+    if store._created(name):
+        return True
     try:
         store.delta(name)
         return True

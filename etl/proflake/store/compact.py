@@ -73,8 +73,11 @@ def compact(
     # finding its own rows.
     with StoreLock(store, wait=wait, purpose="proflake compact"):
         migrate(store)  # as ingest does: the files compaction writes have this release's columns
+        tables = {}
         for name in ALL_TABLES:
-            table = store.delta(name)
+            # Opened once (on S3 a LIST and two GETs a commit): optimize brings the object up to its own
+            # commit, and vacuum below catches it up with anything committed since.
+            table = tables[name] = store.delta(name)
             with store.committing(name):
                 metrics = table.optimize.compact(target_size=TARGET_FILE_BYTES, writer_properties=writer_properties())
             if metrics.get("numFilesRemoved"):
@@ -87,7 +90,8 @@ def compact(
         if before_vacuum is not None:
             before_vacuum(store)
         for name in ALL_TABLES:
-            table = store.delta(name)
+            table = tables[name]
+            table.update_incremental()  # the newest log (a LIST), whatever was committed since it was opened
             # vacuum lists every file the log removed before the retention cut-off, also those an earlier
             # vacuum deleted already: count only the ones still there, i.e. what this run deletes. Full
             # mode: also files the log never referenced (a killed run's uploads to an S3 table, a Spark

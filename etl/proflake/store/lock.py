@@ -116,8 +116,9 @@ class StoreLock:
         while True:
             info = self._new_info()
             try:
-                if self.backend.create(info.dumps()):
-                    self._hold(info)
+                tag = self.backend.create(info.dumps())
+                if tag is not None:
+                    self._hold(info, tag)
                     return
             except BaseException:
                 # A signal (Terminated) or an error while the lock was being taken: the create may have
@@ -131,8 +132,9 @@ class StoreLock:
             holder = LockInfo.parse(seen.data)
             if self._is_stale(seen, holder, time.monotonic() - watched[seen.tag]):
                 _pause("break")  # between judging it stale and taking it over
-                if self.backend.swap(seen.tag, info.dumps()):  # only the lock we judged stale
-                    self._hold(info)
+                tag = self.backend.swap(seen.tag, info.dumps())  # only the lock we judged stale
+                if tag is not None:
+                    self._hold(info, tag)
                     return
                 continue
             if time.monotonic() >= deadline:
@@ -164,11 +166,10 @@ class StoreLock:
         who = f"{holder.purpose or 'another run'} (pid {holder.pid} on {holder.host}{ends})" if holder else "another run"
         return f"the store at {self.store.location!r} is in use by {who}; wait for it, or pass --wait SECONDS"
 
-    def _hold(self, info: LockInfo) -> None:
-        seen = self.backend.read()
-        self.info, self._tag, self._renewed, self.lost = info, seen.tag if seen else None, time.monotonic(), None
-        if seen is None or seen.data != info.dumps():
-            self.lost = "the lock vanished right after it was taken"
+    def _hold(self, info: LockInfo, tag: str) -> None:
+        """Hold the lock just written as ``info``, whose tag the conditional write answered (not read back:
+        a lock replaced since is found by the next renewal, which every commit's fence makes first)."""
+        self.info, self._tag, self._renewed, self.lost = info, tag, time.monotonic(), None
         self.store.fence = self.fence
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew_loop, name="proflake-lock-renewer", daemon=True)
@@ -181,7 +182,7 @@ class StoreLock:
 
     def _renew(self) -> None:
         """Rewrite our lock if it is still ours; mark it lost if not, or if renewals fail too long."""
-        if self.info is None or self._tag is None or self.lost:  # (no tag: _hold marked it lost)
+        if self.info is None or self._tag is None or self.lost:
             return
         _pause("renew")
         info = LockInfo(**{**self.info.__dict__, "expires": time.time() + self.lease, "renewals": self.info.renewals + 1})
@@ -191,11 +192,10 @@ class StoreLock:
                 # fast the machine reaches its first commit (a fast run committed before 2/3 of the lease).
                 self._renewed = time.monotonic() - self.lease
                 raise OSError("test hook: renewal failed")
-            if self.backend.swap(self._tag, info.dumps()):
-                seen = self.backend.read()
-                if seen is not None and seen.data == info.dumps():
-                    self.info, self._tag, self._renewed = info, seen.tag, time.monotonic()
-                    return
+            tag = self.backend.swap(self._tag, info.dumps())  # only if it is still the lock we last wrote
+            if tag is not None:
+                self.info, self._tag, self._renewed = info, tag, time.monotonic()
+                return
             self.lost = "another run took the lock over"
         except Exception as e:  # noqa: BLE001 (a failed renewal only shortens the lease, until it ends)
             if time.monotonic() - self._renewed > self.lease * 2 / 3:

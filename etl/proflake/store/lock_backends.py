@@ -78,32 +78,35 @@ class _LocalBackend:
         modified = datetime.fromtimestamp(st.st_mtime, tz=timezone.utc)
         return Seen(data, f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}", time.time() - st.st_mtime, modified)
 
-    def create(self, data: bytes) -> bool:
+    def create(self, data: bytes) -> str | None:
+        """Write the lock if there is none: its tag, or None when a lock is there."""
         with self.atomically():
             if self.path.exists():
-                return False
-            self._write(data)
-            return True
+                return None
+            return self._write(data)
 
-    def swap(self, seen_tag: str, data: bytes | None) -> bool:
-        """Replace (``data``) or remove (None) the lock if it is still the one seen."""
+    def swap(self, seen_tag: str, data: bytes | None) -> str | None:
+        """Replace (``data``) or remove (None) the lock if it is still the one seen: the tag it now has
+        (removed: the tag it had), or None when it is not the one seen."""
         with self.atomically():
             current = self.read()
             if current is None or current.tag != seen_tag:
-                return False
+                return None
             if data is None:
                 self.path.unlink()
-            else:
-                self._write(data)
-            return True
+                return seen_tag
+            return self._write(data)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes) -> str:
         tmp = self.path.with_suffix(f".{secrets.token_hex(4)}.tmp")
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        written = self.read()  # under the mutex: what we wrote (a local read, no request)
+        assert written is not None
+        return written.tag
 
 
 class _S3Backend:
@@ -141,42 +144,51 @@ class _S3Backend:
             age = (parsedate_to_datetime(date) - modified).total_seconds() - 1.0
         return Seen(data, answer["ETag"], age, modified)
 
-    def create(self, data: bytes) -> bool:
+    def create(self, data: bytes) -> str | None:
+        """Write the lock if there is none (If-None-Match): its ETag, or None when a lock is there."""
         return self._put(data, IfNoneMatch="*", hook="create")
 
-    def swap(self, seen_tag: str, data: bytes | None) -> bool:
+    def swap(self, seen_tag: str, data: bytes | None) -> str | None:
+        """Replace (``data``) or remove (None) the lock if it still has the ETag seen (If-Match): the ETag
+        it now has (removed: the one it had), or None when it is not the one seen."""
         if data is not None:
             return self._put(data, IfMatch=seen_tag, hook="swap")
         from proflake.sources.settings import client_error_code, explain_client_error
 
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self.key, IfMatch=seen_tag)
-            return True
+            return seen_tag
         except Exception as e:
             if client_error_code(e) in ("PreconditionFailed", "NoSuchKey", "404", "ConditionalRequestConflict"):
-                return False
+                return None
             raise explain_client_error(e, self._what()) from e
 
-    def _put(self, data: bytes, *, hook: str, **condition: str) -> bool:
+    def _put(self, data: bytes, *, hook: str, **condition: str) -> str | None:
+        """The conditional PUT: the ETag of the lock as written (from the PUT's own answer: no read back),
+        or None when the condition failed."""
         from proflake.sources.settings import client_error_code, explain_client_error
 
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
+            answer = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
             if f"lose:{hook}" in _hooks():
                 # Test hook: the write was applied but its answer lost (an HTTP 500), and the client
                 # sends it again, as botocore's retries do: the retry's condition now fails.
-                self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
-            return True
+                answer = self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, **condition)
+            if answer.get("ETag"):
+                return str(answer["ETag"])
+            # A server that answers a PUT without its ETag: read it back (ours if it holds our bytes).
+            current = self.read()
+            return current.tag if current is not None and current.data == data else None
         except Exception as e:
             # Whatever the answer, the lock itself says whose it is now: our own bytes (our token and
             # renewal count) mean our write was applied.
             current = self._read_quietly()
             if current is not None and current.data == data:
-                return True
+                return current.tag
             if client_error_code(e) in ("PreconditionFailed", "ConditionalRequestConflict"):
-                return False
+                return None
             if "IfMatch" in condition and current is None and client_error_code(e) in ("NoSuchKey", "404"):
-                return False  # replacing a lock that is gone: another run took it over and released it
+                return None  # replacing a lock that is gone: another run took it over and released it
             raise explain_client_error(e, self._what()) from e
 
     def _read_quietly(self) -> Seen | None:

@@ -143,8 +143,8 @@ class Store:
 
     # -- existence ------------------------------------------------------------------------------
     def exists(self) -> bool:
-        if not self.is_remote:
-            return (Path(self.root) / "intervals" / "_delta_log").is_dir()
+        if not self.is_remote or self._created("intervals"):  # on S3 one HEAD; without it, the open below says why
+            return self.is_remote or (Path(self.root) / "intervals" / "_delta_log").is_dir()
         from deltalake import DeltaTable
         from deltalake.exceptions import DeltaError, TableNotFoundError
 
