@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("docs",),
     ("views",),
     ("sql", "schema", "modes", "times", "numbers", "formats"),
-    ("errors", "resources", "_lazy"),
+    ("errors", "resources", "_lazy", "arrowfn"),
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 MAX_LINES = 400

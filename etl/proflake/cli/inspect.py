@@ -64,9 +64,10 @@ def nodes(store: Store, job: str | None, all_jobs: bool, profiler: str | None, f
     import pyarrow as pa
 
     from proflake.query.profiles import Profiles
+    from proflake.schema import arrow_column  # pa.array of a list imports pandas (and pyarrow.compute)
 
     ids = Profiles(store).nodes(job=job, all_jobs=all_jobs, profiler=profiler)
-    emit(pa.table({"node_id": pa.array(ids, pa.string())}), fmt, output, limit_rows=False)
+    emit(pa.table({"node_id": arrow_column(ids, pa.string())}), fmt, output, limit_rows=False)
 
 
 @cli.command(name="list")

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from proflake import arrowfn
 from proflake.ingestion.listing import Candidate
 from proflake.schema import PHASE_ROLLUP_OF, record_batch, table_spec
 from proflake.sources import SourceObject
@@ -133,7 +134,7 @@ class IntervalRows:
         if not self._batches:
             return
         rows = pa.Table.from_batches(self._batches, schema=self._spec.arrow_schema)
-        rows = rows.sort_by([(c, "ascending") for c in self._spec.sort_by])
+        rows = arrowfn.sort_by(rows, self._spec.sort_by)
         self.files.append(write_data_file("intervals", rows, self._directory, self._batch_id, self._options))
         self._batches, self._held = [], 0
         del rows

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from proflake import arrowfn
 from proflake.errors import UnknownNameError, UsageError
 from proflake.formats import DEFAULT_PROFILER
-from proflake.query import arrowfn
 from proflake.query.diff_table import (  # noqa: F401 - part of the API
     DIFF_SCHEMA,
     TABLE_COLUMNS,

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import duckdb
 import pyarrow as pa
 
+from proflake import arrowfn
 from proflake import sql as queries
 from proflake.errors import StaleSnapshotError, StoreError
-from proflake.query import arrowfn
 from proflake.query.bounded import Bounds
 from proflake.query.params import rollup_parameters
 from proflake.schema import ALL_TABLES

@@ -9,9 +9,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from proflake import arrowfn
 from proflake.errors import UnknownNameError, UsageError
 from proflake.modes import mode_label, phase_label
-from proflake.query import arrowfn
 from proflake.query.names import PROFILERS
 from proflake.query.registry import FetchMethod
 from proflake.store.snapshot import FileSpans

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from proflake import arrowfn
 from proflake.errors import UnknownNameError, UsageError
 from proflake.formats import DEFAULT_PROFILER, PROFILERS, is_caller_graph
 from proflake.modes import PythonProfileModes, StepPhase
-from proflake.query import arrowfn
 from proflake.query.engine import Engine
 from proflake.query.names import SORT_KEYS
 from proflake.query.params import Step, method_params, profiler_name

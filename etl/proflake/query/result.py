@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from proflake import arrowfn
 from proflake.errors import UsageError
 from proflake.formats import CALL_TREE, CALLER_GRAPH, SHAPES, is_caller_graph
 from proflake.modes import PythonProfileModes
-from proflake.query import arrowfn
 
 if TYPE_CHECKING:
     import pstats
@@ -70,7 +70,7 @@ class FetchResult:
         or 'mixed' (both: their sums mean nothing; narrow the selection)."""
         if "time_unit" not in self.intervals.column_names:
             return "seconds"  # a store from before the column: every file was timed in seconds
-        units = {unit or "seconds" for unit in self.intervals["time_unit"].unique().to_pylist()}
+        units = {unit or "seconds" for unit in arrowfn.unique(self.intervals["time_unit"])}
         return units.pop() if len(units) == 1 else "mixed" if units else "seconds"
 
     def groups(self) -> list[Group]:

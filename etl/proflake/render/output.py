@@ -80,9 +80,12 @@ def _rounded(array: pa.Array) -> pa.Array:
     import numpy as np
     import pyarrow as pa
 
+    from proflake import arrowfn
+
     values = array.to_pylist()
     out = np.array([0.0 if v is None else v if not math.isfinite(v) else round(v, DECIMALS) for v in values], np.float64)
-    validity = array.is_valid().buffers()[1] if array.null_count else None
+    # arrowfn: Array.is_valid() imports pyarrow.compute
+    validity = arrowfn.call_function("is_valid", [array]).buffers()[1] if array.null_count else None
     return pa.Array.from_buffers(pa.float64(), len(array), [validity, pa.py_buffer(out)], array.null_count)
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
+from proflake import arrowfn
 from proflake.errors import DamagedLogError, ProflakeError, StoreError
 from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
@@ -231,9 +232,9 @@ class Store:
 
     def _prepare(self, name: str, rows: pa.Table) -> pa.Table:
         spec = table_spec(name)
-        rows = rows.select(spec.column_names).cast(spec.arrow_schema)
+        rows = arrowfn.cast(rows.select(spec.column_names), spec.arrow_schema)
         if spec.sort_by and rows.num_rows > 1:
-            rows = rows.sort_by([(c, "ascending") for c in spec.sort_by])
+            rows = arrowfn.sort_by(rows, spec.sort_by)
         return rows
 
     def append(self, name: str, rows: pa.Table, batch_id: str, *, presorted: bool = False) -> None:

@@ -1,10 +1,10 @@
-"""The few Arrow compute functions a fetch uses, without importing ``pyarrow.compute``.
+"""The few Arrow compute functions a fetch or an ingest uses, without importing ``pyarrow.compute``.
 
 ``import pyarrow.compute`` builds a Python wrapper, docstring included, for each of its ~300 functions:
 60 ms of CPU at every start of the CLI, a fifth of ``proflake fetch``'s own cost beside the import of
-its libraries (pyarrow 2x). ``Table.take`` and ``Table.sort_by`` import it too. The functions live in
-the compiled ``pyarrow._compute``, imported in 7 ms, and ``call_function`` calls one by name (it is the
-function ``pyarrow.compute.call_function`` documents).
+its libraries (pyarrow 2x), and ~30 ms of every ingest process's. ``Table.take``, ``Table.sort_by`` and
+``Table.cast`` import it too. The functions live in the compiled ``pyarrow._compute``, imported in 7 ms,
+and ``call_function`` calls one by name (it is the function ``pyarrow.compute.call_function`` documents).
 """
 
 from __future__ import annotations
@@ -31,6 +31,21 @@ def _sort_options(columns: Sequence[str]) -> Any:
     except ImportError:
         from pyarrow.compute import SortOptions
     return SortOptions([(c, "ascending") for c in columns])
+
+
+def cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table.cast(schema)``: the columns (the schema's, in its order, by name) converted to its types."""
+    if table.column_names != schema.names:
+        raise ValueError(f"cannot cast columns {table.column_names} to the schema's {schema.names}")
+    try:
+        from pyarrow._compute import CastOptions
+    except ImportError:
+        from pyarrow.compute import CastOptions
+    columns = [
+        column if column.type == field.type else call_function("cast", [column], CastOptions.safe(field.type))
+        for column, field in zip(table.columns, schema)
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def take(table: pa.Table, rows: Any) -> pa.Table:
