@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.forked import Zygote
+from helpers.forked import INLINE, Zygote
 from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
 from helpers.recovery import recover
 from proflake import Profiles, ingest
@@ -213,7 +213,7 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int, zygote: Zygote) -> 
     env = {"PROFLAKE_FLUSH_ROWS": "1500"}  # many commits per run: many places to be killed in
     clean = tmp_path / "clean"
     started = time.monotonic()
-    assert run_ingest(source, clean, env=env, zygote=zygote).wait() == 0
+    assert run_ingest(source, clean, env=env, zygote=zygote).wait() == 0  # the timed kills' yardstick: real workers
     duration = time.monotonic() - started
     expected = snapshot(str(clean))
 
@@ -226,11 +226,13 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int, zygote: Zygote) -> 
             outcomes["differences"] += 1
 
     # 1. After the k-th commit, for every k until a run gets through; every 3rd time, also kill the
-    #    recovering run after its first commit (inside its repair).
+    #    recovering run after its first commit (inside its repair). What is killed is the committing
+    #    process: it parses on its own threads (INLINE). The timed kills (2.) keep real parse workers,
+    #    which a kill leaves running without their parent.
     k = 1
     while True:
         store = tmp_path / f"after-{k}"
-        code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}, zygote=zygote).wait()
+        code = run_ingest(source, store, *INLINE, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}, zygote=zygote).wait()
         outcomes["runs"] += 1
         if code == 0:
             break
@@ -239,7 +241,7 @@ def _kill_test(tmp_path: Path, timed_points: int, seed: int, zygote: Zygote) -> 
         outcomes["killed"] += 1
         outcomes["left_unfinished_batch"] += _has_unfinished_batch(store)
         if k % 3 == 0:
-            code = run_ingest(source, store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": "1"}, zygote=zygote).wait()
+            code = run_ingest(source, store, *INLINE, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": "1"}, zygote=zygote).wait()
             outcomes["runs"] += 1
             outcomes["killed"] += code == -signal.SIGKILL
         check(store)
@@ -309,7 +311,7 @@ def test_killed_replacing_run_recovers(tmp_path, zygote):
     while True:
         store = tmp_path / f"after-{k}"
         shutil.copytree(v1, store)
-        code = run_ingest(tmp_path / "src", store, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}, zygote=zygote).wait()
+        code = run_ingest(tmp_path / "src", store, *INLINE, env={**env, "PROFLAKE_KILL_AFTER_COMMITS": str(k)}, zygote=zygote).wait()
         # What a reader sees of intervals: only that table opened, read from its files (no copy in memory).
         con = Store(str(store)).connect(tables=("intervals",), snapshot_intervals=False)
         uris = [row[0] for row in con.sql("SELECT source_uri FROM intervals").fetchall()]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from helpers.forked import Zygote
+from helpers.forked import INLINE, Zygote
 from helpers.profiles import JobBuilder, assert_same_pstats, pstats_of
 from helpers.recovery import recover
 from proflake import Profiles, ingest
@@ -226,8 +226,9 @@ def test_killed_at_every_commit_the_rollups_end_fresh_and_right(tmp_path):
         if kill_after is not None:
             env["PROFLAKE_KILL_AFTER_COMMITS"] = str(kill_after)
         # A child forked from one interpreter that has imported proflake (helpers/forked.py): real
-        # processes, killed at each commit, without a new interpreter's start-up for each.
-        return zygote.run(["ingest", str(source), "--store", str(store), "--workers", "1"], env).wait()
+        # processes, killed at each commit, without a new interpreter's start-up for each; parsing on its
+        # own threads (helpers.forked.INLINE), since what is killed is the committing process.
+        return zygote.run(["ingest", str(source), "--store", str(store), *INLINE], env).wait()
 
     killed = 0
     with Zygote() as zygote:

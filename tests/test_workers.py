@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from itertools import pairwise
 from pathlib import Path
 
@@ -335,3 +336,48 @@ def test_a_file_without_key_ids_sums_its_segment_by_text():
     parts = _segment_parts(sorted(LEGACY.rglob("python_stats")), "function_stats", careful_at=1)
     table, key_ids, _ = _fact_table("function_stats", parts)
     assert key_ids is None and table.num_rows == sum(t.num_rows for _, t, _ in parts)
+
+
+# -- inline workers: the same loop on threads of this process -----------------------------------------
+def test_inline_workers_answer_and_write_what_worker_processes_do(tmp_path, monkeypatch):
+    """``ParsePool(inline=True)``: no process is started, the parse errors are the same answers, and the
+    fact files hold the same rows, each file once, in the same order."""
+    from proflake.workers import pool as pool_module
+
+    def written(inline: bool, folder: Path) -> tuple[dict, pa.Table]:
+        folder.mkdir()
+        options = parquet_options(writer_properties())
+        sink = FactSink({"pyinstrument_frames": str(folder)}, "b", 7 * ROWS_PER_FILE, options)
+        tasks = [Task(i, "pyinstrument", str(i).encode(), _interval(i)) for i in range(30)]
+        with ParsePool(2, memory_mb=1024, parse="helpers.crashy_facts:parse", inline=inline) as pool:
+            results = list(pool.parse(tasks, sink))
+        rows = pa.concat_tables([pq.read_table(f.local_path) for r in results for f in r.files])
+        return dict(o for r in results for o in r.outcomes), rows.sort_by([("interval_id", "ascending"), ("frame_id", "ascending")])
+
+    expected_outcomes, expected_rows = written(False, tmp_path / "processes")
+
+    def no_process(*args, **kwargs):
+        raise AssertionError("an inline pool started a process")
+
+    monkeypatch.setattr(pool_module.subprocess, "Popen", no_process)
+    outcomes, rows = written(True, tmp_path / "inline")
+    assert outcomes == expected_outcomes and rows.equals(expected_rows)
+    with ParsePool(1, inline=True) as pool:
+        chunks = list(pool.parse([Task(0, "cprofile", b"junk"), Task(1, "pyinstrument", b'{"root_frame": null}')]))
+    answers = dict(o for chunk in chunks for o in chunk.outcomes)
+    assert answers[0].kind == "cprofile" and "not a cProfile stats dump" in answers[0].message
+    assert answers[1].summary["is_empty"] is True
+
+
+def test_an_inline_ingest_stores_what_a_worker_pool_ingest_stores(tmp_path):
+    """``--executor inline`` (the kill sweeps' runs: helpers.forked.INLINE) changes who parses, not what
+    is stored."""
+    from helpers.cli import run_cli
+    from test_batches import build_corpus, snapshot
+
+    build_corpus(tmp_path / "src", nodes=2, steps=4, pyinstrument_every=3)
+    for executor in ("local", "inline"):
+        done = run_cli(["ingest", str(tmp_path / "src"), "--store", str(tmp_path / executor), "--executor", executor,
+                        "--workers", "2"], env={**os.environ, "PROFLAKE_FLUSH_ROWS": "900"})
+        assert done.returncode == 0, done.stderr
+    assert snapshot(str(tmp_path / "inline")) == snapshot(str(tmp_path / "local"))

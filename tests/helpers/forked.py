@@ -12,6 +12,11 @@ imports, the CLI's entry point) is covered by tests that start ``python -m profl
 at a commit point: tests/test_signals.py (SIGTERM and SIGHUP after commits 1, 5 and 2) and
 tests/test_batches.py::test_fact_files_of_a_killed_run_stay_out_of_the_tables (SIGKILL after commit 2).
 
+A sweep whose subject is the committing process passes ``INLINE`` (``--executor inline``): its child
+parses on its own threads (etl/proflake/workers/inline.py) instead of starting a parse worker process
+(~0.3 s of CPU each run, and one left running without its parent after each kill). A sweep that kills at
+random moments keeps real workers, which such a kill leaves behind.
+
 ``zygote.run(args, env=...)`` answers an object that behaves as the ``subprocess.Popen`` the tests
 used: ``pid``, ``poll()``, ``wait()``, ``send_signal()``, ``communicate()`` (stderr as text) and
 ``returncode`` (negative: the signal that ended it). ``zygote.call("module:function", args)`` forks a
@@ -82,6 +87,9 @@ for line in channel_in:
     channel_out.write((json.dumps(answer) + "\n").encode())
     channel_out.flush()
 """
+
+
+INLINE = ("--executor", "inline")  # ingest's parsing on the killed process's own threads
 
 
 class ForkedProcess:

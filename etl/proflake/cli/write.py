@@ -32,8 +32,8 @@ if TYPE_CHECKING:
               help="Quarantine stats files larger than this instead of reading them.")
 @click.option("--worker-memory-mb", type=click.IntRange(min=64), default=2048, show_default=True,
               help="Address-space limit of each parse worker; a file needing more is quarantined.")
-@click.option("--executor", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-              help="Who parses: this machine's worker pool, or Spark tasks on the active SparkSession or a new one (the proflake[spark] extra; docs/spark.md).")
+@click.option("--executor", type=click.Choice(["local", "inline", "spark"]), default="local", show_default=True,
+              help="Who parses: this machine's worker pool; this process itself (inline: no crash isolation, memory limit or timeout, for debugging a parser); or Spark tasks on the active SparkSession or a new one (the proflake[spark] extra; docs/spark.md).")
 @click.option("--spark-min-files", type=click.IntRange(min=0), default=10_000, show_default=True, metavar="N",
               help="With --executor spark: below N new files, parse on the local pool instead (a Spark job costs seconds before its first file).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run summary as JSON on stdout.")

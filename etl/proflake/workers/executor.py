@@ -18,7 +18,7 @@ from proflake.sources.settings import S3Config
 from proflake.workers.pool import ParsePool
 from proflake.workers.protocol import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
-EXECUTORS = ("local", "spark")
+EXECUTORS = ("local", "inline", "spark")
 
 
 def make_executor(
@@ -31,11 +31,13 @@ def make_executor(
     s3: S3Config | None = None,
     spark_min_files: int | None = None,
 ) -> Any:
-    """The executor ``executor`` names: None or "local" (a ParsePool of ``workers``), "spark" (a SparkPool
-    on the active SparkSession, or a new one), a SparkSession (a SparkPool on it), or an executor object,
-    used as it is (its own settings then apply, not these)."""
-    if executor is None or executor == "local":
-        return ParsePool(workers, memory_mb=memory_mb, timeout_s=timeout_s)
+    """The executor ``executor`` names: None or "local" (a ParsePool of ``workers``), "inline" (the same
+    pool with its workers on threads of this process: no crash isolation, memory limit or timeout;
+    etl/proflake/workers/inline.py), "spark" (a SparkPool on the active SparkSession, or a new one), a
+    SparkSession (a SparkPool on it), or an executor object, used as it is (its own settings then apply,
+    not these)."""
+    if executor is None or executor in ("local", "inline"):
+        return ParsePool(workers, memory_mb=memory_mb, timeout_s=timeout_s, inline=executor == "inline")
     spark = None
     if isinstance(executor, str):
         if executor != "spark":
@@ -46,7 +48,7 @@ def make_executor(
         return executor
     else:
         raise ProflakeError(
-            f"executor {executor!r} is not one proflake can run on; pass 'local', 'spark', a SparkSession or a SparkPool"
+            f"executor {executor!r} is not one proflake can run on; pass 'local', 'inline', 'spark', a SparkSession or a SparkPool"
         )
     from proflake.workers.sparkpool import DEFAULT_SPARK_MIN_FILES, SparkPool
 

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from multiprocessing.connection import Connection, wait
 
 from proflake.errors import ProflakeError, StoreError
+from proflake.workers.inline import InlineProcess
 from proflake.workers.protocol import (
     DEFAULT_MEMORY_MB,
     DEFAULT_PARSE,
@@ -78,13 +79,13 @@ FILES_PER_WORKER = 256
 
 
 class _Worker:
-    def __init__(self, memory_mb: int, spec: str) -> None:
+    def __init__(self, memory_mb: int, spec: str, inline: bool = False) -> None:
         self.environment = _environment()  # what it was started with: see _IDLE
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         # Arrow's default allocator (mimalloc) keeps ~70 MB more at a worker's peak than the C library's
         # for the same work at the same speed (measured on a segment's parse and write).
         env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-        self.process = subprocess.Popen(
+        self.process: InlineProcess | subprocess.Popen = InlineProcess(memory_mb, spec) if inline else subprocess.Popen(
             [sys.executable, "-c", _BOOT, str(memory_mb), spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -169,7 +170,7 @@ class _Worker:
         self.results.close()
 
 
-def _reap(process: subprocess.Popen) -> None:
+def _reap(process: subprocess.Popen | InlineProcess) -> None:
     """Wait for a killed process up to KILL_WAIT_S, then let a daemon thread wait for the rest."""
     try:
         process.wait(timeout=KILL_WAIT_S)
@@ -190,7 +191,7 @@ def _grow_pipe(fd: int) -> int:
 # reads its settings (S3 endpoint and credentials, PROFLAKE_* knobs) from the environment it was started
 # with, so one started before os.environ changed (a notebook setting AWS_* after a local ingest) is not
 # handed to a pool that expects the new settings.
-_IDLE: dict[tuple[int, str, int], list[_Worker]] = {}
+_IDLE: dict[tuple[int, str, int, bool], list[_Worker]] = {}  # (..., inline)
 
 
 # What a worker reads from its environment: proflake's knobs, the S3 client's settings (boto3 and
@@ -223,9 +224,12 @@ class ParsePool:
         memory_mb: int = DEFAULT_MEMORY_MB,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         parse: str = DEFAULT_PARSE,
+        inline: bool = False,
     ) -> None:
-        """``parse`` names the parse function as "module:function" (tests swap in misbehaving ones)."""
+        """``parse`` names the parse function as "module:function" (tests swap in misbehaving ones);
+        ``inline``: the workers are threads of this process, not processes (etl/proflake/workers/inline.py)."""
         self.size = workers or default_workers()
+        self.inline = inline
         self.memory_mb = memory_mb
         self.timeout_s = timeout_s
         self.spec = parse
@@ -256,12 +260,12 @@ class ParsePool:
     def _start(self) -> None:
         wanted = self.size if self._wanted is None else self._wanted
         while len(self._workers) < wanted:
-            self._workers.append(self._reuse() or _Worker(self.memory_mb, self.spec))
+            self._workers.append(self._reuse() or _Worker(self.memory_mb, self.spec, self.inline))
 
     def close(self) -> None:
         """Keep idle workers for the next pool in this process (a notebook re-ingesting, a test suite)."""
         for worker in self._workers:
-            kept = _IDLE.setdefault((self.memory_mb, self.spec, worker.environment), [])
+            kept = _IDLE.setdefault((self.memory_mb, self.spec, worker.environment, self.inline), [])
             if worker.in_flight or worker.unsealed:
                 worker.kill()  # abandoned mid-run: what it holds belongs to no one now
             elif len(kept) < default_workers() and worker.process.poll() is None:
@@ -271,7 +275,7 @@ class ParsePool:
         self._workers.clear()
 
     def _reuse(self) -> _Worker | None:
-        kept = _IDLE.get((self.memory_mb, self.spec, _environment()), [])
+        kept = _IDLE.get((self.memory_mb, self.spec, _environment(), self.inline), [])
         while kept:
             worker = kept.pop()
             if worker.process.poll() is None:

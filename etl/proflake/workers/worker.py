@@ -41,18 +41,26 @@ def _load(spec: str) -> Callable[[str, bytes], object]:
 
 
 def worker_main(memory_mb: int, spec: str) -> None:
+    """A worker process: its stdin brings chunks, its stdout carries the answers (see ``serve``)."""
     # The protocol owns the real stdout; anything a library prints goes to stderr instead.
     output = Connection(os.dup(1), readable=False)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     tasks = Connection(0, writable=False)
-    parse = _load(spec)
     # A crash here costs one file (the pool quarantines it as "crash"): where the compiled decoder was not
     # built, the Python walk that keeps marshal.loads from crashing (~10x marshal.loads) is not needed.
     from proflake.readers import cprofile_fast
 
     cprofile_fast.CRASH_CONTAINED = True
     _limit_memory(memory_mb)
+    serve(tasks, output, memory_mb, spec)
+
+
+def serve(tasks: Connection, output: Connection, memory_mb: int, spec: str) -> None:
+    """Say "ready", then parse each chunk ``tasks`` brings with the function ``spec`` names, keep the rows,
+    write them as segments, and answer each chunk on ``output``, until ``tasks`` ends or brings None.
+    ``memory_mb`` only words the answer for a file that needed more (the limit itself is the caller's)."""
+    parse = _load(spec)
     segment = _Segment()
     writer = _SegmentWriter()
     parsed = 0  # chunks answered: a seal covers every chunk up to a count
