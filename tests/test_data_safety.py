@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from helpers.cli import run_cli
-from helpers.forked import ForkedProcess, Zygote
+from helpers.forked import INLINE, ForkedProcess, Zygote
 from helpers.profiles import JobBuilder, write_cprofile
 from helpers.recovery import recover
 from helpers.safety_reader import answer
@@ -75,7 +75,10 @@ def test_full_refresh_killed_after_every_commit_and_at_random_never_shows_two_ge
         while True:  # SIGKILL right after each commit of the full refresh, until a run gets through
             commit += 1
             started = time.monotonic()
-            run = run_ingest(src, store, "--full-refresh", env={"PROFLAKE_KILL_AFTER_COMMITS": str(commit)}, zygote=zygote)
+            # Parsing on the killed run's own threads (INLINE): its commits are what is killed here; the
+            # signals at random moments below find real parse workers.
+            run = run_ingest(src, store, "--full-refresh", *INLINE, env={"PROFLAKE_KILL_AFTER_COMMITS": str(commit)},
+                             zygote=zygote)
             rc = _wait(run)
             outcomes.append((commit, rc))
             if rc == 0:
