@@ -70,5 +70,9 @@ class OpenedTables:
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A connection like ``store.connect()``'s, its views over every table: those open read as they were
-        opened (locally: when still at the version the snapshot notes), the others opened now."""
-        return Snapshot(self.store, tables=ALL_TABLES, opened=self._open).con
+        opened (locally: when still at the version the snapshot notes), the others opened now. ``batches``
+        is held in memory, as intervals is (a few rows a run): check reads it twice, on S3 a GET an object each."""
+        con = Snapshot(self.store, tables=ALL_TABLES, opened=self._open).con
+        con.execute("ALTER VIEW batches RENAME TO _batches_files")
+        con.execute("CREATE TEMP TABLE batches AS SELECT * FROM _batches_files")
+        return con
