@@ -197,3 +197,41 @@ def test_a_repair_of_a_table_commits_inside_the_writer_lock_s_fence(prepared, mo
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     assert repairs == [("function_callers", ["function_callers"])]
     assert snapshot(str(store)) == clean
+
+
+def test_check_opens_each_table_once_and_a_commit_between_its_steps_is_not_misreported(prepared, monkeypatch):
+    """Plain check runs without the writer lock and opens each table once, handing it from step to step
+    (etl/proflake/ingestion/opened.py). Another run's commits after those opens (a full refresh: every table
+    written, files taken out of the logs) leave what check reads a sound store, and check says so."""
+    from collections import Counter
+
+    from proflake.ingestion.opened import OpenedTables
+    from proflake.schema import ALL_TABLES
+
+    src, store, _ = _fresh(prepared)
+    opens: list[str] = []
+    delta = Store.delta
+
+    def counting(self, name, version=None):
+        opens.append(name)
+        return delta(self, name, version)
+
+    monkeypatch.setattr(Store, "delta", counting)
+    assert _cli("check", "--store", str(store)).returncode == 0
+    assert Counter(opens) == Counter(ALL_TABLES), opens
+
+    open_all = OpenedTables.open_all
+    versions = {}
+
+    def then_another_run_commits(self):
+        damaged = open_all(self)
+        versions.update({name: self.get(name).version() for name in ALL_TABLES})
+        report = ingest(str(src), str(store), full_refresh=True)
+        assert report.files_seen and not report.failed
+        return damaged
+
+    monkeypatch.setattr(OpenedTables, "open_all", then_another_run_commits)
+    found = _cli("check", "--store", str(store), "--json")
+    assert found.returncode == 0, found.stdout + found.stderr
+    assert json.loads(found.stdout[found.stdout.index("{"):])["findings"] == []
+    assert all(Store(store).delta(name).version() > versions[name] for name in ("intervals", "function_stats", "batches")), versions

@@ -28,20 +28,26 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from proflake.errors import DamagedLogError, NewerStoreError, StoreError
-from proflake.ingestion.bookkeeping import has_table, missing_tables, repair, unfinished_batches
+from proflake.errors import NewerStoreError, StoreError
+from proflake.ingestion.bookkeeping import FINISHED_EVENTS, has_table, repair
 from proflake.ingestion.findings import CheckReport, Finding
+from proflake.ingestion.opened import OpenedTables
 from proflake.ingestion.restore import Plan, plan, reachable, settle
 from proflake.schema import ALL_TABLES, DERIVED_TABLES
 from proflake.store.checksums import changed_files, listed_objects, recorded
 from proflake.store.lock import StoreLock
 from proflake.store.migrations import RECORD, back_fill, files_lacking_columns, migrate, recover_record, refuse_newer
 from proflake.store.store import FACT_TABLES, Store, sql_string
+
+if TYPE_CHECKING:
+    import duckdb
+    from deltalake import DeltaTable
 
 
 def check(store: Store, *, repair_damage: bool = False, wait: float = 0.0,
@@ -56,8 +62,9 @@ def check(store: Store, *, repair_damage: bool = False, wait: float = 0.0,
     if not repair_damage:
         # An unreadable record: every reader refuses the store; files an older release wrote: readers may
         # fail on them. Either way the rest is checked once --repair has put that right.
-        if readable and not _old_release_files(store, report, fix=False):
-            _inspect(store, report, fix=False)
+        tables = OpenedTables(store)  # each table opened once, by the first step that asks for it
+        if readable and not _old_release_files(store, report, fix=False, tables=tables):
+            _inspect(store, report, fix=False, tables=tables)
         return report
     with StoreLock(store, wait=wait, purpose="proflake check --repair"):
         _schema(store, report, fix=True)
@@ -89,15 +96,17 @@ def check(store: Store, *, repair_damage: bool = False, wait: float = 0.0,
     return report
 
 
-def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
+def _inspect(store: Store, report: CheckReport, *, fix: bool, tables: OpenedTables | None = None) -> Plan | None:
     """Add the findings to ``report`` (with ``fix``, taking the damaged files out and planning the
     restore of their rows: etl/proflake/ingestion/restore.py); None when the rest is checked once
-    --repair has taken the damage out."""
+    --repair has taken the damage out. Each table is opened once (etl/proflake/ingestion/opened.py;
+    ``tables``: those open already, none written since)."""
     where = f"--store {store.location}"
     add = report.findings.append
-    damaged_logs = _damaged_logs(store)
+    tables = tables or OpenedTables(store)
+    damaged_logs = tables.open_all()
     for name, reason in damaged_logs.items():
-        if fix and _checkpoint_set_aside(store, name, reason):
+        if fix and _checkpoint_set_aside(store, tables, name, reason):
             add(Finding("damaged_log", f"table {name!r}: {reason}; its commits hold the whole log: the checkpoint "
                         "was set aside (in _proflake/damaged/) and the table is read from its commits", True))
             continue
@@ -108,10 +117,11 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
             _set_table_aside(store, name)
     if damaged_logs and not fix:
         return None  # what those tables hold is checked once --repair has set them aside and restored them
-    lost_tables = []
+    lost_tables, missing = [], []
     for name in ALL_TABLES:
-        if has_table(store, name):
+        if tables.has(name):
             continue
+        missing.append(name)
         kind = "derived table" if name in DERIVED_TABLES else "table"
         remedy = {"batches": "recreates it (the history of runs it held is lost; the sources of the runs are then unknown)",
                   "ingest_errors": "recreates it (the next ingest quarantines the failing files again)",
@@ -121,22 +131,22 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
                     fix and name != "batches"))
         if name in FACT_TABLES:
             lost_tables.append(name)
-    rebuild_derived = fix and not all(has_table(store, n) for n in DERIVED_TABLES)
+    rebuild_derived = fix and not all(tables.has(n) for n in DERIVED_TABLES)
     lost_spans: list[str] = []  # predicates on intervals: those a removed fact file held rows of
     if fix:
         store.create()
-    elif missing_tables(store):
+    elif any(name not in DERIVED_TABLES for name in missing):  # bookkeeping.missing_tables, from the answers above
         return None  # what the missing tables held is checked once --repair has recreated them
     for name in ALL_TABLES:
-        if not has_table(store, name):
+        if not (tables.has(name) if fix else name not in missing):
             continue
-        bad = _bad_files(store, name)
+        bad = _bad_files(store, name, tables.get(name))
         for uri, why in bad:
             add(Finding("bad_file", f"table {name!r}: data file {uri} {why}; 'proflake check --repair {where}' removes it "
                         "from the table (rows it held are parsed again from their sources)", fix))
         if fix and bad:
             if name in FACT_TABLES:
-                lost_spans.extend(_spans(store, name, {uri for uri, _ in bad}))
+                lost_spans.extend(_spans(tables.get(name), {uri for uri, _ in bad}))
             for uri, why in bad:
                 if why != "is missing":
                     _set_aside(store, uri)
@@ -145,18 +155,38 @@ def _inspect(store: Store, report: CheckReport, *, fix: bool) -> Plan | None:
             # renewer cannot run during it).
             with store.committing(name):
                 store.delta(name).repair(dry_run=False)
+            tables.forget(name)
             rebuild_derived = rebuild_derived or name in DERIVED_TABLES
     if not fix and any(f.kind == "bad_file" for f in report.findings):
         return None  # the rows are checked once --repair has taken the bad files out
-    unfinished = unfinished_batches(store)
-    if unfinished:
-        add(Finding("unfinished_batch", f"{len(unfinished)} batch(es) left unfinished by a killed run ({', '.join(unfinished[:3])}); "
-                    f"the next ingest or 'proflake check --repair {where}' finishes them", fix))
-        if fix:
-            repair(store)
-    done = plan(store, report, lost_spans, lost_tables, fix=fix)
+    con = tables.connect()
+    try:
+        unfinished = _unfinished_batches(con)
+        if unfinished:
+            add(Finding("unfinished_batch", f"{len(unfinished)} batch(es) left unfinished by a killed run ({', '.join(unfinished[:3])}); "
+                        f"the next ingest or 'proflake check --repair {where}' finishes them", fix))
+            if fix:
+                con.close()
+                repair(store)  # its commits: the views are built again from tables opened anew
+                tables.forget()
+                con = tables.connect()
+        done = plan(store, report, lost_spans, lost_tables, fix=fix, con=con, has=tables.has)
+    finally:
+        con.close()
     done.rebuild_derived = rebuild_derived
     return done
+
+
+def _unfinished_batches(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """``bookkeeping.unfinished_batches`` read from the views of ``con`` (the tables check has open):
+    batches recorded as 'started' that never finished."""
+    started, ended = set(), set()
+    for batch, event in con.execute("SELECT batch_id, event FROM batches").fetchall():
+        if event == "started":
+            started.add(batch)
+        elif event in FINISHED_EVENTS:
+            ended.add(batch)
+    return sorted(started - ended)
 
 
 def _schema(store: Store, report: CheckReport, *, fix: bool) -> bool:
@@ -181,13 +211,13 @@ def _schema(store: Store, report: CheckReport, *, fix: bool) -> bool:
     return True
 
 
-def _old_release_files(store: Store, report: CheckReport, *, fix: bool) -> bool:
+def _old_release_files(store: Store, report: CheckReport, *, fix: bool, tables: OpenedTables | None = None) -> bool:
     """Data files of a migrated local store that lack a column its migrations added: an older release
     wrote them after the migration. ``fix``: rewrite their table, back-filling (etl/proflake/store/migrations.py).
-    True when there were any."""
+    True when there were any. ``tables``: where to open the tables (without: anew)."""
     if store.is_remote or not report.schema:
         return False  # on S3 no footer is read (one listing per table)
-    found = files_lacking_columns(store, report.schema["schema_version"])
+    found = files_lacking_columns(store, report.schema["schema_version"], None if tables is None else tables.get)
     for name, (uris, columns) in found.items():
         report.findings.append(Finding("old_release_files", (
             f"table {name!r}: {len(uris)} data file(s) lack column(s) {', '.join(columns)} of schema version "
@@ -198,28 +228,14 @@ def _old_release_files(store: Store, report: CheckReport, *, fix: bool) -> bool:
     return bool(found)
 
 
-def _damaged_logs(store: Store) -> dict[str, str]:
-    """The tables whose Delta log cannot be read, each with what is wrong with it."""
-    damaged = {}
-    for name in ALL_TABLES:
-        if not store.is_remote and not has_table(store, name):
-            continue  # a missing table: reported as one
-        try:
-            store.delta(name)
-        except DamagedLogError as e:
-            damaged[name] = e.reason
-        except StoreError:
-            continue  # missing (on S3): reported as a missing table
-    return damaged
-
-
 def _aside_folder(store: Store, name: str) -> str:
     return f"{store.root}/_proflake/damaged/{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
 
 
-def _checkpoint_set_aside(store: Store, name: str, reason: str) -> bool:
+def _checkpoint_set_aside(store: Store, tables: OpenedTables, name: str, reason: str) -> bool:
     """With only the checkpoint damaged and every commit from version 0 still there, move the checkpoint
-    files aside; True when the table then reads. (Local stores; on S3 the table is set aside whole.)"""
+    files aside; True when the table then reads (and is kept in ``tables``). (Local stores; on S3 the
+    table is set aside whole.)"""
     if store.is_remote or "checkpoint" not in reason:
         return False
     log = os.path.join(store.root, name, "_delta_log")
@@ -233,7 +249,9 @@ def _checkpoint_set_aside(store: Store, name: str, reason: str) -> bool:
     for n in moved:
         os.replace(os.path.join(log, n), os.path.join(aside, n))
     try:
-        store.delta(name).file_uris()
+        table = store.delta(name)
+        table.file_uris()
+        tables.keep(name, table)
         return True
     except StoreError:
         for n in moved:  # not the checkpoint alone: put it back, the table is set aside whole
@@ -265,12 +283,10 @@ def _set_table_aside(store: Store, name: str) -> None:
         raise explain_client_error(e, store.table_uri(name)) from e
 
 
-def _spans(store: Store, name: str, uris: set[str]) -> list[str]:
-    """A predicate on intervals for each of ``uris`` (files of fact table ``name``): the intervals its rows
+def _spans(table: DeltaTable, uris: set[str]) -> list[str]:
+    """A predicate on intervals for each of ``uris`` (files of fact table ``table``): the intervals its rows
     may belong to, from the log's statistics (its batch, node and start times; every interval, without)."""
-    import pyarrow as pa
-
-    actions = pa.RecordBatchReader.from_stream(store.delta(name).get_add_actions(flatten=True)).read_all().to_pylist()
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all().to_pylist()
     out = []
     for action in actions:
         path = unquote(action["path"])
@@ -288,14 +304,14 @@ def _spans(store: Store, name: str, uris: set[str]) -> list[str]:
     return out or ["true"]
 
 
-def _bad_files(store: Store, name: str) -> list[tuple[str, str]]:
-    """(uri, what is wrong) of each data file the table's log references that is missing or unreadable:
-    on disk, its Parquet footer is read; on S3, one listing per table compares every object's size with
-    the log's (a footer read per object would cost a request each)."""
+def _bad_files(store: Store, name: str, table: DeltaTable) -> list[tuple[str, str]]:
+    """(uri, what is wrong) of each data file the log of ``table`` (table ``name``, as opened) references
+    that is missing or unreadable: on disk, its Parquet footer is read; on S3, one listing per table
+    compares every object's size with the log's (a footer read per object would cost a request each)."""
     if store.is_remote:
-        return _bad_objects(store, name)
+        return _bad_objects(store, name, table)
     bad, present = [], []
-    for uri in store.delta(name).file_uris():
+    for uri in table.file_uris():
         if not os.path.exists(uri):
             bad.append((uri, "is missing"))
             continue
@@ -324,13 +340,14 @@ def _set_aside(store: Store, uri: str) -> None:
         raise explain_client_error(e, uri) from e
 
 
-def _bad_objects(store: Store, name: str) -> list[tuple[str, str]]:
-    """On S3, from one listing: objects missing, of another size than their log says, or rewritten
-    since their commit (another ETag than recorded then: etl/proflake/store/checksums.py)."""
+def _bad_objects(store: Store, name: str, table: DeltaTable) -> list[tuple[str, str]]:
+    """On S3, from one listing made after ``table`` was opened (so every object it names is there by then):
+    objects missing, of another size than their log says, or rewritten since their commit (another
+    ETag than recorded then: etl/proflake/store/checksums.py)."""
     table_uri = store.table_uri(name)
     listed = listed_objects(store, name)
     known = recorded(store, name)
-    actions = pa.RecordBatchReader.from_stream(store.delta(name).get_add_actions(flatten=True)).read_all()
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
     bad = []
     for path, size in zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()):
         key = unquote(path)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from proflake.formats import FAMILIES
 from proflake.ingestion.bookkeeping import FACT_PROFILER, delete_restored_facts, has_table, restored_by_live
@@ -26,6 +28,9 @@ from proflake.ingestion.findings import CheckReport, Finding
 from proflake.schema import DERIVED_TABLES
 from proflake.store.rollups import PHASE_TABLES, fresh_jobs, live_fingerprints, refresh_phase_rollups
 from proflake.store.store import FACT_TABLES, Store, raw_view, sql_string
+
+if TYPE_CHECKING:
+    import duckdb
 
 # What says an interval of each table family wrote fact rows (a caller graph counts functions, a call tree is empty or not).
 HOLDS_ROWS = {
@@ -49,18 +54,25 @@ def reachable(store: Store, uri: str) -> bool:
     return store.is_remote or uri.startswith("s3://") or os.path.exists(uri)
 
 
-def plan(store: Store, report: CheckReport, lost_spans: list[str], lost_tables: list[str], *, fix: bool) -> Plan:
+def plan(store: Store, report: CheckReport, lost_spans: list[str], lost_tables: list[str], *, fix: bool,
+         con: duckdb.DuckDBPyConnection | None = None, has: Callable[[str], bool] | None = None) -> Plan:
     """Find the fact rows without a live interval and the live intervals without their facts; with ``fix``,
-    remove the interval rows whose files can be parsed again and name the sources to ingest."""
+    remove the interval rows whose files can be parsed again and name the sources to ingest. ``con``:
+    the store's views to read (check's, over the tables it has open; left open), else ``store.connect()``'s;
+    ``has``: whether the store has a table (default ``bookkeeping.has_table``)."""
     where = f"--store {store.location}"
     out = Plan()
     spans = list(lost_spans) + [HOLDS_ROWS[FACT_PROFILER[n]] for n in lost_tables]
-    con = store.connect()
+    has = has or (lambda name: has_table(store, name))
+    own = con is None
+    con = store.connect() if con is None else con
     try:
-        orphans = sum(con.sql(f"SELECT count(*) FROM {raw_view(n)} WHERE interval_id NOT IN (SELECT interval_id FROM intervals)")
-                      .fetchall()[0][0] for n in FACT_TABLES)
-        orphan_batches = {b for n in FACT_TABLES for (b,) in con.sql(
-            f"SELECT DISTINCT batch_id FROM {raw_view(n)} WHERE interval_id NOT IN (SELECT interval_id FROM intervals)").fetchall()}
+        orphans, orphan_batches = 0, set[str]()
+        for n in FACT_TABLES:  # one scan of each table (on S3 each scan reads its objects again)
+            count, batches = con.sql(f"SELECT count(*), list(DISTINCT batch_id) FROM {raw_view(n)} "
+                                     "WHERE interval_id NOT IN (SELECT interval_id FROM intervals)").fetchall()[0]
+            orphans += count
+            orphan_batches.update(batches or ())
         lacking = con.sql(
             f"SELECT interval_id, batch_id, source_uri, job_id FROM intervals WHERE {' OR '.join(spans) or 'false'} UNION "
             "SELECT interval_id, batch_id, source_uri, job_id FROM intervals i WHERE (profiler = 'cprofile' AND function_count > 0 "
@@ -69,9 +81,10 @@ def plan(store: Store, report: CheckReport, lost_spans: list[str], lost_tables: 
         ).fetchall()
         batch_sources = dict(con.sql("SELECT batch_id, any_value(source) FROM batches WHERE source IS NOT NULL GROUP BY ALL").fetchall())
         live = live_fingerprints(con)
-        stale = sorted(set(live) - fresh_jobs(con)) if all(has_table(store, n) for n in PHASE_TABLES) else sorted(live)
+        stale = sorted(set(live) - fresh_jobs(con)) if all(has(n) for n in PHASE_TABLES) else sorted(live)
     finally:
-        con.close()
+        if own:
+            con.close()
     sources: set[str] = set()
     if orphans:
         out.findings["orphan_facts"] = Finding("orphan_facts", f"{orphans} fact row(s) belong to no live interval (invisible to "

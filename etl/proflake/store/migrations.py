@@ -34,6 +34,8 @@ from proflake.errors import NewerStoreError, StoreError
 from proflake.schema import SQL_TYPES, table_spec
 
 if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
     from proflake.store.store import Store
 
 RECORD = "_proflake/schema.json"
@@ -268,16 +270,18 @@ def _rewrite_table(store: Store, name: str, table: Any, label: str) -> int:
     return rows[0]
 
 
-def files_lacking_columns(store: Store, version: int) -> dict[str, tuple[list[str], list[str]]]:
+def files_lacking_columns(store: Store, version: int, open_table: Callable[[str], DeltaTable] | None = None,
+                          ) -> dict[str, tuple[list[str], list[str]]]:
     """Table -> (its data files, columns) for the files of a local store that lack a column the
-    migrations up to ``version`` added: written into the migrated store by an older release."""
+    migrations up to ``version`` added: written into the migrated store by an older release.
+    ``open_table(name)``: the table as the caller has it open (default ``store.delta``)."""
     import pyarrow.parquet as pq
 
     out = {}
     for name in sorted({m.table for m in MIGRATIONS if m.version <= version}):
         columns = [c for m in MIGRATIONS if m.table == name and m.version <= version for c in m.columns]
         try:
-            uris = store.delta(name).file_uris()
+            uris = (open_table or store.delta)(name).file_uris()
         except StoreError:  # a lost table or a damaged log: check's own findings
             continue
         lacking = []

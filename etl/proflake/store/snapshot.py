@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
@@ -163,11 +163,17 @@ class Snapshot:
         tables: Collection[str] | None = None,
         snapshot_intervals: bool = True,
         defer_copy: bool = False,
+        opened: Mapping[str, DeltaTable] | None = None,
     ) -> None:
         """``tables``: those to open now, beside intervals (None: none more on a local store, where the
         others open on first use; every table on S3, where a version cannot be noted without a request).
-        ``defer_copy``: copy intervals only at ``hold_intervals()`` (the fetch engine's selections)."""
-        store.require()
+        ``defer_copy``: copy intervals only at ``hold_intervals()`` (the fetch engine's selections).
+        ``opened``: tables the caller has open already (check's one open of each), each used instead of
+        opening it again when it is at the version noted for it (on S3, where none is noted: as it is);
+        an open intervals table stands for ``store.require()``."""
+        self._opened = dict(opened or {})
+        if "intervals" not in self._opened:
+            store.require()
         # A later release's store is refused, never misread; a store at this release's version has every
         # column a migration added in every file (the migration rewrote its table).
         self._migrated = refuse_newer(store).version == CURRENT_VERSION
@@ -241,6 +247,9 @@ class Snapshot:
         from deltalake.exceptions import DeltaError
 
         version = None if self.versions is None else self.versions[name]
+        table = self._opened.get(name)
+        if table is not None and (self.versions is None or table.version() == version):
+            return table  # opened by the caller, at the version this snapshot reads
         if self.versions is not None and version is None and name in DERIVED_TABLES:
             # A store written before this derived table existed: empty until the next ingest builds it.
             return None
