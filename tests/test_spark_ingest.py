@@ -160,9 +160,10 @@ def test_executor_names_and_the_cli_default():
     from proflake.workers.pool import ParsePool
 
     assert isinstance(make_executor("local"), ParsePool) and isinstance(make_executor(None), ParsePool)
+    assert not make_executor("local").inline and make_executor("inline").inline
     assert isinstance(make_executor("spark"), SparkPool)
     assert make_executor("spark", spark_min_files=7).min_files == 7
-    with pytest.raises(ProflakeError, match="unknown executor 'yarn'; expected one of: local, spark"):
+    with pytest.raises(ProflakeError, match="unknown executor 'yarn'; expected one of: local, inline, spark"):
         make_executor("yarn")
     import click
 
