@@ -16,6 +16,10 @@ _TINY = 1e-300
 
 def _betacf(a: np.ndarray, b: np.ndarray, x: np.ndarray, iterations: int = 300) -> np.ndarray:
     """The continued fraction of the incomplete beta function (modified Lentz), elementwise."""
+    if x.size == 1:
+        # One value (a trend's every test): the same steps on Python floats, ~10x faster than ~20 NumPy
+        # calls on one-element arrays per step, and the same bits.
+        return np.array([_betacf_one(float(a[0]), float(b[0]), float(x[0]), iterations)])
     qab, qap, qam = a + b, a + 1.0, a - 1.0
     c = np.ones_like(x)
     d = 1.0 - qab * x / qap
@@ -40,6 +44,36 @@ def _betacf(a: np.ndarray, b: np.ndarray, x: np.ndarray, iterations: int = 300) 
         delta = d * c
         h *= delta
         if np.all(np.abs(delta - 1.0) < 1e-15):
+            break
+    return h
+
+
+def _betacf_one(a: float, b: float, x: float, iterations: int) -> float:
+    """``_betacf`` of one value: its operations, in its order."""
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = 1.0
+    d = 1.0 - qab * x / qap
+    d = _TINY if abs(d) < _TINY else d
+    d = 1.0 / d
+    h = d
+    for m in range(1, iterations + 1):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = _TINY if abs(d) < _TINY else d
+        c = 1.0 + aa / c
+        c = _TINY if abs(c) < _TINY else c
+        d = 1.0 / d
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = _TINY if abs(d) < _TINY else d
+        c = 1.0 + aa / c
+        c = _TINY if abs(c) < _TINY else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
             break
     return h
 
