@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from collections.abc import Callable, Collection, Iterator, Sequence
 from functools import cache
 from pathlib import Path
@@ -26,6 +25,7 @@ from proflake.errors import DamagedLogError, ProflakeError, StoreError
 from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
 from proflake.sql import connect
+from proflake.store.crashpoints import crash_points
 from proflake.store.faults import log_damage
 from proflake.store.location import default_store_location, missing_store_hint
 from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_view, raw_view, sql_string
@@ -33,7 +33,7 @@ from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_v
 if TYPE_CHECKING:
     from deltalake import DeltaTable, WriterProperties
 
-__all__ = ["FACT_TABLES", "FileSpans", "Store", "files_in_view", "raw_view", "sql_string"]
+__all__ = ["FACT_TABLES", "FileSpans", "Store", "crash_points", "files_in_view", "raw_view", "sql_string"]
 _FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
 
 # zstd keeps the store small; row groups of ~128k rows let node/time filters skip most of a file.
@@ -62,44 +62,6 @@ def writer_properties() -> WriterProperties:
     )
 
 
-class _CrashPoints:
-    """Crash testing: with PROFLAKE_KILL_AFTER_COMMITS=N the process SIGKILLs itself right after its
-    N-th Delta commit, so tests can stop a real run between any two commits, deterministically
-    (PROFLAKE_SIGNAL_AFTER_COMMITS: the same with SIGTERM or SIGHUP, for graceful termination;
-    PROFLAKE_FILL_DISK_AFTER_COMMITS: a full disk at the next commit)."""
-
-    def __init__(self) -> None:
-        self.commits = 0
-
-    def committed(self) -> None:
-        self.commits += 1
-        limit = os.environ.get("PROFLAKE_KILL_AFTER_COMMITS")
-        if limit and self.commits >= int(limit):
-            os.kill(os.getpid(), signal.SIGKILL)
-        # PROFLAKE_SIGNAL_AFTER_COMMITS=N[:SIGHUP] sends SIGTERM (or the named signal) once, after the
-        # N-th commit: graceful termination tested between any two commits.
-        point, _, name = os.environ.get("PROFLAKE_SIGNAL_AFTER_COMMITS", "").partition(":")
-        if point and self.commits == int(point):
-            os.kill(os.getpid(), getattr(signal, name or "SIGTERM"))
-        # PROFLAKE_FILL_DISK_AFTER_COMMITS=N:FILE fills the file system of FILE after the N-th commit,
-        # so the next write, the next commit's, meets a full disk.
-        point, _, filler = os.environ.get("PROFLAKE_FILL_DISK_AFTER_COMMITS", "").partition(":")
-        if point and self.commits == int(point):
-            _fill_disk(filler)
-
-
-def _fill_disk(path: str) -> None:
-    chunk = b"\0" * (1 << 20)
-    with open(path, "wb", buffering=0) as f:
-        for size in (1 << 20, 1 << 12, 1):
-            try:
-                while True:
-                    f.write(chunk[:size])
-            except OSError:
-                continue  # full at this size: smaller writes take what is left
-
-
-crash_points = _CrashPoints()
 
 
 class Store:
