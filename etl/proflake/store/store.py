@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -237,19 +237,23 @@ class Store:
         predicate = f"batch_id = {sql_string(batch_id)} OR starts_with(source_uri, {sql_string(prefix)})"
         self._overwrite("intervals", rows, predicate, batch_id)
 
-    def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
+    def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str,
+                   table: DeltaTable | None = None) -> None:
         """Replace the rows matching ``predicate`` (all rows when None) with ``rows``, in one commit.
         A table is put in the declared column order and sorted; a stream must come that way already
-        (it is written as it arrives, never held whole)."""
+        (it is written as it arrives, never held whole). ``table``: the table, open and current (no
+        commit since it was opened or brought up to date), written from as it is and left current; else
+        deltalake opens it."""
         with self.committing(name):
-            self._write_over(name, rows, predicate, batch_id)
+            self._write_over(name, rows, predicate, batch_id, table)
         crash_points.committed()
 
-    def _write_over(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
+    def _write_over(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str,
+                    table: DeltaTable | None = None) -> None:
         from deltalake import CommitProperties, write_deltalake
 
         write_deltalake(
-            self.table_uri(name),
+            self.table_uri(name) if table is None else table,
             self._prepare(name, rows) if isinstance(rows, pa.Table) else rows,
             mode="overwrite",
             predicate=predicate,
@@ -261,18 +265,23 @@ class Store:
             schema_mode="overwrite" if predicate is None else None,
         )
 
-    def delete_where(self, name: str, predicate: str) -> None:
-        table = self.delta(name)
+    def delete_where(self, name: str, predicate: str, table: DeltaTable | None = None) -> None:
+        """Delete the rows matching ``predicate`` in one commit; ``table``: the table, open and current,
+        which the delete leaves current (else it is opened here)."""
+        table = self.delta(name) if table is None else table
         with self.committing(name):
             table.delete(predicate)
         crash_points.committed()
 
-    def delete_rows_of(self, column: str, values: list[str], tables: tuple[str, ...] = FACT_TABLES) -> None:
-        """Delete rows whose ``column`` is one of ``values`` (ids proflake generated), in bounded chunks."""
+    def delete_rows_of(self, column: str, values: list[str], tables: tuple[str, ...] = FACT_TABLES,
+                       opened: Mapping[str, DeltaTable] | None = None) -> None:
+        """Delete rows whose ``column`` is one of ``values`` (ids proflake generated), in bounded chunks.
+        ``opened``: tables open and current, deleted from through these objects (left current); the
+        others are opened for each delete."""
         for start in range(0, len(values), 500):
             predicate = f"{column} IN (" + ", ".join(sql_string(v) for v in values[start : start + 500]) + ")"
             for name in tables:
-                self.delete_where(name, predicate)
+                self.delete_where(name, predicate, (opened or {}).get(name))
 
     def delete_job(self, job_id: str) -> None:
         """Remove every row of one job (the demo replaces its sample job this way)."""
@@ -312,30 +321,33 @@ class Store:
         snapshot = Snapshot(self, connection, tables=ALL_TABLES if tables is None else tables, snapshot_intervals=snapshot_intervals)
         return snapshot.con, snapshot.files
 
-    def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str) -> None:
-        """Replace every row of ``job_ids`` in a derived table with ``rows`` (None: just delete), in one commit."""
+    def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str,
+                     table: DeltaTable | None = None) -> None:
+        """Replace every row of ``job_ids`` in a derived table with ``rows`` (None: just delete), in one
+        commit; ``table``: the table, open and current, which the commit leaves current."""
         if not job_ids:
             return
         predicate = "job_id IN (" + ", ".join(sql_string(j) for j in job_ids) + ")"
         if rows is None:
-            self.delete_where(name, predicate)
+            self.delete_where(name, predicate, table)
             return
-        self._overwrite(name, rows, predicate, batch_id)
+        self._overwrite(name, rows, predicate, batch_id, table)
 
-    def replace_table(self, name: str, rows: pa.Table, batch_id: str) -> None:
-        """Overwrite a small bookkeeping table in one commit."""
-        self._overwrite(name, rows, None, batch_id)
+    def replace_table(self, name: str, rows: pa.Table, batch_id: str, table: DeltaTable | None = None) -> None:
+        """Overwrite a small bookkeeping table in one commit; ``table``: it, open and current (left current)."""
+        self._overwrite(name, rows, None, batch_id, table)
 
-    def rows(self, name: str, columns: Sequence[str]) -> list[tuple]:
+    def rows(self, name: str, columns: Sequence[str], table: DeltaTable | None = None) -> list[tuple]:
         """Some columns of every row of a table, as tuples: for the bookkeeping tables (ingest compares
-        its listing with ``intervals`` in DuckDB instead: etl/proflake/ingestion/manifest.py).
+        its listing with ``intervals`` in DuckDB instead: etl/proflake/ingestion/manifest.py). ``table``:
+        the table, open already, read at the version it is at (else opened here).
 
         A local table is read by DuckDB: deltalake's reader goes through pyarrow.dataset, whose import
         brings pandas, a third of a second on every nightly run that finds nothing new."""
-        delta = self.delta(name)
+        delta = self.delta(name) if table is None else table
         if self.is_remote:
-            table = delta.to_pyarrow_table(columns=list(columns))
-            return list(zip(*(table[c].to_pylist() for c in columns)))
+            read = delta.to_pyarrow_table(columns=list(columns))
+            return list(zip(*(read[c].to_pylist() for c in columns)))
         files = delta.file_uris()
         if not files:
             return []
