@@ -237,8 +237,9 @@ class Batch:
         self.report.migrated = migrate(st, log=self.say)  # first: the store takes this release's columns
         # A store no run has written to has nothing to repair, compare with or de-duplicate against:
         # skip reading it (the first read through pyarrow's dataset layer costs a third of a second).
-        self.empty = all(st.delta(name).version() == 0 for name in ("batches", "intervals"))
-        self.report.repaired = [] if self.empty else repair_store(st, log=self.say)
+        batches = st.delta("batches")  # read once more by repair, in this step, under the lock
+        self.empty = batches.version() == 0 and st.delta("intervals").version() == 0
+        self.report.repaired = [] if self.empty else repair_store(st, log=self.say, batches=batches)
         clear_spool(st)
         if self.empty:
             return
@@ -377,8 +378,8 @@ class Batch:
         ``ingested``) and the phase roll-ups (proflake.ingestion.bookkeeping.clean_up)."""
         clean_up(self.store, self.report, ingested, self.now, committed=self.intervals is not None,
                  full_refresh=self.full_refresh, covers_store=self.covers_store, replaced=self.replaced,
-                 empty=self.empty, partials=self.partials, say=self.say,
-                 prefix="" if self.whole_store else source_prefix(self.src))
+                 empty=self.empty, partials=self.partials, say=self.say, prefix="" if self.whole_store else source_prefix(self.src),
+                 opened=self.committer.tables if self.committer is not None else None)  # the tables it committed to
 
     def close_manifest(self) -> None:
         manifest, self.manifest = self.manifest, None
