@@ -151,8 +151,7 @@ class Batch:
         self.job_id = job_id
         self.full_refresh = full_refresh
         self.qualify_jobs = qualify_jobs
-        self.whole_store = whole_store
-        self.max_file_mb = max_file_mb
+        self.whole_store, self.max_file_mb = whole_store, max_file_mb
         self.say = log or (lambda message: None)
         self.bar = progress or Progress()
         self.now = datetime.now(timezone.utc)
@@ -187,6 +186,7 @@ class Batch:
         started = time.perf_counter()
         st, report = self.store, self.report
         exists = st.exists()
+        missing: list[str] | None = None  # once asked, Store.create need not ask again of the others (S3: a HEAD each)
         if exists or not st.is_remote:
             missing = missing_tables(st)
             if missing and (exists or len(missing) < len(ALL_TABLES) - len(DERIVED_TABLES)):
@@ -195,7 +195,7 @@ class Batch:
                     f"run 'proflake check --store {st.location}' (and --repair to rebuild what can be)"
                 )
         fresh = self.full_refresh or not exists
-        st.create()
+        st.create(() if missing is None else [n for n in ALL_TABLES if n not in DERIVED_TABLES and n not in missing])
         if fresh:
             self.pool.start()  # every file will be new: the workers start while the store is opened and listed
         lock = StoreLock(st, wait=wait, purpose="proflake ingest")
