@@ -360,10 +360,10 @@ class Batch:
         if self.replaced:
             # Rows inside committed files change: deltalake's replaceWhere rewrites those files, and
             # holds the batch's intervals in memory to do it (only runs that met changed files pay).
-            st.replace_intervals(intervals.reader(), report.batch_id, sorted(self.replaced))
+            st.replace_intervals(intervals.reader(), report.batch_id, sorted(self.replaced), committer.table("intervals"))
         elif self.full_refresh and not self.covers_store:
             # The source's earlier generations go in the same commit: under its prefix, nothing else.
-            st.replace_intervals_under(intervals.reader(), report.batch_id, source_prefix(self.src))
+            st.replace_intervals_under(intervals.reader(), report.batch_id, source_prefix(self.src), committer.table("intervals"))
         elif intervals.files or self.full_refresh:
             committer.add(intervals.files)
             committer.commit("intervals", intervals.files, replace_all=self.full_refresh)

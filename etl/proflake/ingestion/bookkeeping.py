@@ -100,7 +100,7 @@ def repair(store: Store, log: Callable[[str], None] | None = None, batches: Delt
         # Intervals committed, clean-up maybe not: drop facts whose interval is no longer live.
         delete_orphan_facts(store)
     events = [{"batch_id": b, "event": "repaired" if b in committed else "abandoned", "recorded_at": now} for b in unfinished]
-    store.append("batches", arrow_rows("batches", events), "repair")
+    store.append("batches", arrow_rows("batches", events), "repair", table=batches)  # opened by the caller, under the lock
     for event in events:
         say(f"repaired an interrupted run: batch {event['batch_id']} {event['event']}")
     return unfinished

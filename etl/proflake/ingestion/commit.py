@@ -227,6 +227,13 @@ class FactCommitter:
         table.update_incremental()
         self.tables[name] = table
 
+    def table(self, name: str) -> DeltaTable:
+        """Table ``name``, opened now for a commit the caller makes through it (which leaves it current),
+        and kept with the tables committed to."""
+        if name not in self.tables:
+            self.tables[name] = self.store.delta(name)
+        return self.tables[name]
+
     def close(self) -> None:
         if self._uploader is not None:
             self._uploader.shutdown(wait=True)

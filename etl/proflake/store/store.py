@@ -200,22 +200,25 @@ class Store:
             rows = arrowfn.sort_by(rows, spec.sort_by)
         return rows
 
-    def append(self, name: str, rows: pa.Table, batch_id: str, *, presorted: bool = False) -> None:
+    def append(
+        self, name: str, rows: pa.Table, batch_id: str, *, presorted: bool = False, table: DeltaTable | None = None
+    ) -> None:
         """Append rows in one atomic Delta commit, sorted so row-group statistics prune node/time filters.
 
         ``presorted``: the caller already ordered the rows and built them with the declared columns
-        (dictionary-encoded ones included, which Delta stores as their value type)."""
+        (dictionary-encoded ones included, which Delta stores as their value type). ``table``: the table,
+        open and current, written through and left current (else deltalake opens it)."""
         if rows.num_rows == 0:
             return
         with self.committing(name):
-            self._append(name, rows, batch_id, presorted)
+            self._append(name, rows, batch_id, presorted, table)
         crash_points.committed()
 
-    def _append(self, name: str, rows: pa.Table, batch_id: str, presorted: bool) -> None:
+    def _append(self, name: str, rows: pa.Table, batch_id: str, presorted: bool, table: DeltaTable | None = None) -> None:
         from deltalake import CommitProperties, write_deltalake
 
         write_deltalake(
-            self.table_uri(name),
+            self.table_uri(name) if table is None else table,
             rows if presorted else self._prepare(name, rows),
             mode="append",
             writer_properties=writer_properties(),
@@ -223,20 +226,24 @@ class Store:
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
 
-    def replace_intervals(self, rows: pa.RecordBatchReader, batch_id: str, replaced_uris: list[str]) -> None:
+    def replace_intervals(self, rows: pa.RecordBatchReader, batch_id: str, replaced_uris: list[str],
+                          table: DeltaTable | None = None) -> None:
         """The visibility point of a batch that met changed files: in ONE commit, add its intervals
-        (``rows``, streamed in the table's schema) and drop the versions they replace."""
+        (``rows``, streamed in the table's schema) and drop the versions they replace. ``table``:
+        intervals, open and current, written through and left current (else deltalake opens it)."""
         # Delta's replaceWhere: rows matching the predicate are replaced by ``rows``, atomically. Every
         # new row matches through its batch_id; old versions of changed files through their URI.
         uris = ", ".join(sql_string(u) for u in replaced_uris)
         predicate = f"batch_id = {sql_string(batch_id)} OR source_uri IN ({uris})"
-        self._overwrite("intervals", rows, predicate, batch_id)
+        self._overwrite("intervals", rows, predicate, batch_id, table)
 
-    def replace_intervals_under(self, rows: pa.RecordBatchReader, batch_id: str, prefix: str) -> None:
+    def replace_intervals_under(self, rows: pa.RecordBatchReader, batch_id: str, prefix: str,
+                                table: DeltaTable | None = None) -> None:
         """A scoped full refresh's visibility point: in ONE commit, add its intervals (``rows``) and drop
-        every interval whose source_uri starts with ``prefix`` (the source's earlier generations)."""
+        every interval whose source_uri starts with ``prefix`` (the source's earlier generations);
+        ``table`` as for ``replace_intervals``."""
         predicate = f"batch_id = {sql_string(batch_id)} OR starts_with(source_uri, {sql_string(prefix)})"
-        self._overwrite("intervals", rows, predicate, batch_id)
+        self._overwrite("intervals", rows, predicate, batch_id, table)
 
     def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str,
                    table: DeltaTable | None = None) -> None:
