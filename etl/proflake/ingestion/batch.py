@@ -151,8 +151,7 @@ class Batch:
         self.job_id = job_id
         self.full_refresh = full_refresh
         self.qualify_jobs = qualify_jobs
-        self.whole_store = whole_store
-        self.max_file_mb = max_file_mb
+        self.whole_store, self.max_file_mb = whole_store, max_file_mb
         self.say = log or (lambda message: None)
         self.bar = progress or Progress()
         self.now = datetime.now(timezone.utc)
@@ -187,6 +186,7 @@ class Batch:
         started = time.perf_counter()
         st, report = self.store, self.report
         exists = st.exists()
+        missing: list[str] | None = None  # once asked, Store.create need not ask again of the others (S3: a HEAD each)
         if exists or not st.is_remote:
             missing = missing_tables(st)
             if missing and (exists or len(missing) < len(ALL_TABLES) - len(DERIVED_TABLES)):
@@ -195,7 +195,7 @@ class Batch:
                     f"run 'proflake check --store {st.location}' (and --repair to rebuild what can be)"
                 )
         fresh = self.full_refresh or not exists
-        st.create()
+        st.create(() if missing is None else [n for n in ALL_TABLES if n not in DERIVED_TABLES and n not in missing])
         if fresh:
             self.pool.start()  # every file will be new: the workers start while the store is opened and listed
         lock = StoreLock(st, wait=wait, purpose="proflake ingest")
@@ -237,8 +237,9 @@ class Batch:
         self.report.migrated = migrate(st, log=self.say)  # first: the store takes this release's columns
         # A store no run has written to has nothing to repair, compare with or de-duplicate against:
         # skip reading it (the first read through pyarrow's dataset layer costs a third of a second).
-        self.empty = all(st.delta(name).version() == 0 for name in ("batches", "intervals"))
-        self.report.repaired = [] if self.empty else repair_store(st, log=self.say)
+        batches = st.delta("batches")  # read once more by repair, in this step, under the lock
+        self.empty = batches.version() == 0 and st.delta("intervals").version() == 0
+        self.report.repaired = [] if self.empty else repair_store(st, log=self.say, batches=batches)
         clear_spool(st)
         if self.empty:
             return
@@ -359,10 +360,10 @@ class Batch:
         if self.replaced:
             # Rows inside committed files change: deltalake's replaceWhere rewrites those files, and
             # holds the batch's intervals in memory to do it (only runs that met changed files pay).
-            st.replace_intervals(intervals.reader(), report.batch_id, sorted(self.replaced))
+            st.replace_intervals(intervals.reader(), report.batch_id, sorted(self.replaced), committer.table("intervals"))
         elif self.full_refresh and not self.covers_store:
             # The source's earlier generations go in the same commit: under its prefix, nothing else.
-            st.replace_intervals_under(intervals.reader(), report.batch_id, source_prefix(self.src))
+            st.replace_intervals_under(intervals.reader(), report.batch_id, source_prefix(self.src), committer.table("intervals"))
         elif intervals.files or self.full_refresh:
             committer.add(intervals.files)
             committer.commit("intervals", intervals.files, replace_all=self.full_refresh)
@@ -377,8 +378,8 @@ class Batch:
         ``ingested``) and the phase roll-ups (proflake.ingestion.bookkeeping.clean_up)."""
         clean_up(self.store, self.report, ingested, self.now, committed=self.intervals is not None,
                  full_refresh=self.full_refresh, covers_store=self.covers_store, replaced=self.replaced,
-                 empty=self.empty, partials=self.partials, say=self.say,
-                 prefix="" if self.whole_store else source_prefix(self.src))
+                 empty=self.empty, partials=self.partials, say=self.say, prefix="" if self.whole_store else source_prefix(self.src),
+                 opened=self.committer.tables if self.committer is not None else None)  # the tables it committed to
 
     def close_manifest(self) -> None:
         manifest, self.manifest = self.manifest, None

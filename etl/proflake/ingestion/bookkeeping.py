@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -21,7 +21,11 @@ from proflake.ingestion.report import IngestReport
 from proflake.schema import ALL_TABLES, DERIVED_TABLES, arrow_rows, arrow_schema
 from proflake.store.deltawrite import commit_data_files, parquet_options, write_data_file
 from proflake.store.rollups import refresh_phase_rollups
+from proflake.store.snapshot import Snapshot
 from proflake.store.store import FACT_TABLES, Store, crash_points, raw_view, sql_string, writer_properties
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 FINISHED_EVENTS = ("committed", "abandoned", "repaired")
 
@@ -40,9 +44,10 @@ def update_quarantine(
     (unless it lies in a folder this run could not list).
     ``manifest``: the store's live intervals, as committed (opened here when not given)."""
     columns = arrow_schema("ingest_errors").names
-    stored = set(store.delta("ingest_errors").schema().to_arrow().names)  # older stores lack closed_at
+    table = store.delta("ingest_errors")  # opened once: read, then written through (nothing commits between)
+    stored = set(table.schema().to_arrow().names)  # older stores lack closed_at
     read = [c for c in columns if c in stored]
-    current = [{**dict.fromkeys(columns), **dict(zip(read, row))} for row in store.rows("ingest_errors", read)]
+    current = [{**dict.fromkeys(columns), **dict(zip(read, row))} for row in store.rows("ingest_errors", read, table)]
     if not current and not report.failed:
         return
     # Of the quarantined files, those a live interval came from (the quarantine's size, not the store's).
@@ -74,14 +79,15 @@ def update_quarantine(
             }
         )
     if rows != current or read != columns:
-        store.replace_table("ingest_errors", arrow_rows("ingest_errors", rows), report.batch_id)
+        store.replace_table("ingest_errors", arrow_rows("ingest_errors", rows), report.batch_id, table)
 
 
-def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
-    """Finish or undo batches a killed run left behind; returns their ids. Call with the lock held."""
+def repair(store: Store, log: Callable[[str], None] | None = None, batches: DeltaTable | None = None) -> list[str]:
+    """Finish or undo batches a killed run left behind; returns their ids. Call with the lock held.
+    ``batches``: that table, opened by the caller under the lock (else opened here)."""
     say = log or (lambda message: None)
     clear_spool(store)
-    unfinished = unfinished_batches(store)
+    unfinished = unfinished_batches(store, batches)
     if not unfinished:
         return []  # the usual case, answered without the views of store.connect()
     with Manifest(store) as manifest:
@@ -94,17 +100,18 @@ def repair(store: Store, log: Callable[[str], None] | None = None) -> list[str]:
         # Intervals committed, clean-up maybe not: drop facts whose interval is no longer live.
         delete_orphan_facts(store)
     events = [{"batch_id": b, "event": "repaired" if b in committed else "abandoned", "recorded_at": now} for b in unfinished]
-    store.append("batches", arrow_rows("batches", events), "repair")
+    store.append("batches", arrow_rows("batches", events), "repair", table=batches)  # opened by the caller, under the lock
     for event in events:
         say(f"repaired an interrupted run: batch {event['batch_id']} {event['event']}")
     return unfinished
 
 
-def unfinished_batches(store: Store) -> list[str]:
+def unfinished_batches(store: Store, batches: DeltaTable | None = None) -> list[str]:
     """Batches recorded as 'started' that never finished: killed, or stopped by an error or a signal
-    ('failed', 'interrupted'), whose rows the next run removes or whose clean-up it finishes."""
+    ('failed', 'interrupted'), whose rows the next run removes or whose clean-up it finishes.
+    ``batches``: that table, open already, read at the version it is at (else opened here)."""
     started, ended = set(), set()
-    for batch, event in store.rows("batches", ["batch_id", "event"]):
+    for batch, event in store.rows("batches", ["batch_id", "event"], batches):
         if event == "started":
             started.add(batch)
         elif event in FINISHED_EVENTS:
@@ -138,17 +145,21 @@ def record_event(store: Store, report: IngestReport, event: str, at: datetime) -
     crash_points.committed()
 
 
-def delete_orphan_facts(store: Store, con: duckdb.DuckDBPyConnection | None = None) -> tuple[int, int]:
+def delete_orphan_facts(
+    store: Store, con: duckdb.DuckDBPyConnection | None = None, opened: Mapping[str, DeltaTable] | None = None
+) -> tuple[int, int]:
     """Delete the fact rows of intervals that are not live (a generation a full refresh or a changed
     file replaced, a batch whose intervals commit was lost); returns (batches, intervals) removed.
-    Call with the lock held.
+    Call with the lock held. ``opened``: tables open and current (``clean_up``'s), read and deleted
+    from through these objects, which stay current.
 
     A batch none of whose intervals is live goes in one delete per table (a full refresh of a nightly
     source drops every earlier batch whole); otherwise only its intervals that are not live."""
     own = con is None
     bounded = contextlib.ExitStack()
     # The anti-join of every fact row with the live interval ids spills beyond a memory limit (manifest.py).
-    con = con or store.connect(bounded.enter_context(bounded_duckdb()), tables=FACT_TABLES, snapshot_intervals=False)
+    con = con or Snapshot(store, bounded.enter_context(bounded_duckdb()), tables=FACT_TABLES, snapshot_intervals=False,
+                          opened=opened).con
     try:
         live_batches = {row[0] for row in con.sql("SELECT DISTINCT batch_id FROM intervals").fetchall()}
         dead_batches: set[str] = set()
@@ -164,18 +175,20 @@ def delete_orphan_facts(store: Store, con: duckdb.DuckDBPyConnection | None = No
             con.close()
             bounded.close()
     if dead_batches:
-        store.delete_rows_of("batch_id", sorted(dead_batches))
+        store.delete_rows_of("batch_id", sorted(dead_batches), opened=opened)
     if orphans:
-        store.delete_rows_of("interval_id", sorted(orphans))
+        store.delete_rows_of("interval_id", sorted(orphans), opened=opened)
     return len(dead_batches), len(orphans)
 
 
-def fact_batches(store: Store) -> set[str]:
+def fact_batches(store: Store, opened: Mapping[str, DeltaTable] | None = None) -> set[str]:
     """The batches whose rows the fact tables hold, from the Delta logs' file statistics (no data
-    read); a file whose statistics span several batches (compacted) names none of them."""
+    read); a file whose statistics span several batches (compacted) names none of them. ``opened``:
+    tables open and current, read as they are (the others are opened here)."""
     found: set[str] = set()
     for name in FACT_TABLES:
-        actions = pa.RecordBatchReader.from_stream(store.delta(name).get_add_actions(flatten=True)).read_all()
+        table = (opened or {}).get(name) or store.delta(name)
+        actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
         if "min.batch_id" not in actions.column_names:
             continue
         for low, high in zip(actions["min.batch_id"].to_pylist(), actions["max.batch_id"].to_pylist()):
@@ -184,14 +197,15 @@ def fact_batches(store: Store) -> set[str]:
     return found
 
 
-def delete_dead_batches(store: Store, live_batches: set[str]) -> list[str]:
+def delete_dead_batches(store: Store, live_batches: set[str], opened: Mapping[str, DeltaTable] | None = None) -> list[str]:
     """Delete the facts of batches none of whose intervals is live (``live_batches``: the batch ids in
     ``intervals``), found from the logs alone: a batch whose intervals commit or data file was lost left
     them invisible, and its files are ingested again as a new generation. Only the facts a live interval
     restores are deleted (``delete_restored_facts``): the others are the last copy of their rows, kept
-    for ``proflake check`` to report. Call with the lock held; returns the batches removed from."""
-    dead = sorted(fact_batches(store) - live_batches)
-    return delete_restored_facts(store, among=dead) if dead else []
+    for ``proflake check`` to report. Call with the lock held; returns the batches removed from.
+    ``opened``: tables open and current, used as ``delete_orphan_facts`` uses them."""
+    dead = sorted(fact_batches(store, opened) - live_batches)
+    return delete_restored_facts(store, among=dead, opened=opened) if dead else []
 
 
 # The columns that name an interval's file in the source (its layout keys): a re-parse of the same file
@@ -207,13 +221,16 @@ def restored_by_live(name: str, alias: str = "f") -> str:
     return f"EXISTS (SELECT 1 FROM intervals i WHERE i.profiler = '{FACT_PROFILER[name]}' AND {match})"
 
 
-def delete_restored_facts(store: Store, among: list[str] | None = None) -> list[str]:
+def delete_restored_facts(
+    store: Store, among: list[str] | None = None, opened: Mapping[str, DeltaTable] | None = None
+) -> list[str]:
     """Delete the fact rows of intervals that are not live but whose file a live interval holds again
     (a later generation, a re-parse after damage); keep those no live interval restores. ``among``: only
-    rows of these batches. Call with the lock held; returns the batches removed from."""
+    rows of these batches. Call with the lock held; returns the batches removed from. ``opened``:
+    tables open and current, used as ``delete_orphan_facts`` uses them."""
     where = "" if among is None else " AND f.batch_id IN (" + ", ".join(sql_string(b) for b in among) + ")"
     with bounded_duckdb() as bounded:
-        con = store.connect(bounded, tables=FACT_TABLES, snapshot_intervals=False)
+        con = Snapshot(store, bounded, tables=FACT_TABLES, snapshot_intervals=False, opened=opened).con
         try:
             found = {
                 row for name in FACT_TABLES for row in con.sql(
@@ -223,7 +240,7 @@ def delete_restored_facts(store: Store, among: list[str] | None = None) -> list[
         finally:
             con.close()
     if found:
-        store.delete_rows_of("interval_id", sorted({i for _, i in found}))
+        store.delete_rows_of("interval_id", sorted({i for _, i in found}), opened=opened)
     return sorted({b for b, _ in found})
 
 
@@ -251,25 +268,32 @@ def has_table(store: Store, name: str) -> bool:
 def clean_up(
     store: Store, report: IngestReport, ingested: set[str], now: datetime, *, committed: bool, full_refresh: bool,
     covers_store: bool, replaced: dict[str, str], empty: bool, partials: Any, say: Callable[[str], None],
-    prefix: str | None = None,
+    prefix: str | None = None, opened: Mapping[str, DeltaTable] | None = None,
 ) -> None:
     """A batch's step 6 (proflake.ingestion.batch.Batch.clean_up): delete the rows no view shows any more
     (``committed``: the batch wrote intervals), update the quarantine (releasing the files in
-    ``ingested``, closing the entries under ``prefix`` whose file is gone) and the phase roll-ups."""
+    ``ingested``, closing the entries under ``prefix`` whose file is gone) and the phase roll-ups.
+    ``opened``: the tables the commit step committed to, open and current (``FactCommitter.tables``);
+    the step reads them and commits to them through these objects, which keeps them current, and opens
+    each other fact table once. Call right after the commit step, with the lock held: nothing else
+    commits to them meanwhile, and no table is set aside and created again."""
+    tables = dict(opened or {})
     with contextlib.ExitStack() as stack:
         # The live intervals as committed, read where they lie (etl/proflake/ingestion/manifest.py).
         manifest = stack.enter_context(Manifest(store)) if (committed or not empty) and store.exists() else None
         if committed:
+            for name in FACT_TABLES:  # every step below reads or deletes from each fact table
+                tables[name] = tables.get(name) or store.delta(name)
             if full_refresh and covers_store:
                 for name in FACT_TABLES:
-                    store.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}")
+                    store.delete_where(name, f"batch_id <> {sql_string(report.batch_id)}", tables[name])
             elif full_refresh:
-                delete_orphan_facts(store)  # the earlier generations' facts, and nothing live
+                delete_orphan_facts(store, opened=tables)  # the earlier generations' facts, and nothing live
             elif replaced:
-                store.delete_rows_of("interval_id", sorted(replaced.values()))
+                store.delete_rows_of("interval_id", sorted(replaced.values()), opened=tables)
             if not (full_refresh and covers_store) and manifest is not None:
-                for dead in delete_dead_batches(store, manifest.live_batches()):
+                for dead in delete_dead_batches(store, manifest.live_batches(), tables):
                     say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
         if report.failed or not empty:
             update_quarantine(store, report, ingested, now, prefix, manifest)
-    refresh_phase_rollups(store, report.batch_id, log=say, partials=partials)
+    refresh_phase_rollups(store, report.batch_id, log=say, partials=partials, opened=tables)

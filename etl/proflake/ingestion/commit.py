@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +24,9 @@ from proflake.sources.settings import is_s3
 from proflake.store.deltawrite import DataFile, commit_data_files, write_data_file
 from proflake.store.memory import release_memory
 from proflake.store.store import FACT_TABLES, Store, crash_points
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 
 def interval_id(obj: SourceObject, batch_id: str) -> str:
@@ -184,6 +188,9 @@ class FactCommitter:
         self._files: list[DataFile] = []
         self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-upload") if store.is_remote else None
         self._uploads: list[Future] = []
+        # The tables committed to, each brought up to date after its commit: the clean-up step reads and
+        # deletes through them (bookkeeping.clean_up) instead of opening each again.
+        self.tables: dict[str, DeltaTable] = {}
 
     def add(self, files: list[DataFile]) -> None:
         """Files to commit; re-raise here, in the ingest's thread, an earlier upload's error."""
@@ -211,10 +218,21 @@ class FactCommitter:
         if not self.store.is_remote:
             for f in files:
                 os.rename(f.local_path, os.path.join(self.store.root, name, f.name))
-        table = self.store.delta(name)
+        table = self.tables.pop(name, None) or self.store.delta(name)
         with self.store.committing(name):
             commit_data_files(table, files, self.batch_id, replace_all=replace_all)
         crash_points.committed()
+        # A transaction leaves its table object where it was: read the commit just made (~0.4 ms locally
+        # against ~1.5 for an open; on S3 a LIST and a GET against a whole log's).
+        table.update_incremental()
+        self.tables[name] = table
+
+    def table(self, name: str) -> DeltaTable:
+        """Table ``name``, opened now for a commit the caller makes through it (which leaves it current),
+        and kept with the tables committed to."""
+        if name not in self.tables:
+            self.tables[name] = self.store.delta(name)
+        return self.tables[name]
 
     def close(self) -> None:
         if self._uploader is not None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from proflake.errors import DamagedLogError, ProflakeError, StoreError
 from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
 from proflake.sql import connect
+from proflake.store.crashpoints import crash_points
 from proflake.store.faults import log_damage
 from proflake.store.location import default_store_location, missing_store_hint
 from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_view, raw_view, sql_string
@@ -33,7 +33,7 @@ from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_v
 if TYPE_CHECKING:
     from deltalake import DeltaTable, WriterProperties
 
-__all__ = ["FACT_TABLES", "FileSpans", "Store", "files_in_view", "raw_view", "sql_string"]
+__all__ = ["FACT_TABLES", "FileSpans", "Store", "crash_points", "files_in_view", "raw_view", "sql_string"]
 _FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
 
 # zstd keeps the store small; row groups of ~128k rows let node/time filters skip most of a file.
@@ -62,44 +62,6 @@ def writer_properties() -> WriterProperties:
     )
 
 
-class _CrashPoints:
-    """Crash testing: with PROFLAKE_KILL_AFTER_COMMITS=N the process SIGKILLs itself right after its
-    N-th Delta commit, so tests can stop a real run between any two commits, deterministically
-    (PROFLAKE_SIGNAL_AFTER_COMMITS: the same with SIGTERM or SIGHUP, for graceful termination;
-    PROFLAKE_FILL_DISK_AFTER_COMMITS: a full disk at the next commit)."""
-
-    def __init__(self) -> None:
-        self.commits = 0
-
-    def committed(self) -> None:
-        self.commits += 1
-        limit = os.environ.get("PROFLAKE_KILL_AFTER_COMMITS")
-        if limit and self.commits >= int(limit):
-            os.kill(os.getpid(), signal.SIGKILL)
-        # PROFLAKE_SIGNAL_AFTER_COMMITS=N[:SIGHUP] sends SIGTERM (or the named signal) once, after the
-        # N-th commit: graceful termination tested between any two commits.
-        point, _, name = os.environ.get("PROFLAKE_SIGNAL_AFTER_COMMITS", "").partition(":")
-        if point and self.commits == int(point):
-            os.kill(os.getpid(), getattr(signal, name or "SIGTERM"))
-        # PROFLAKE_FILL_DISK_AFTER_COMMITS=N:FILE fills the file system of FILE after the N-th commit,
-        # so the next write, the next commit's, meets a full disk.
-        point, _, filler = os.environ.get("PROFLAKE_FILL_DISK_AFTER_COMMITS", "").partition(":")
-        if point and self.commits == int(point):
-            _fill_disk(filler)
-
-
-def _fill_disk(path: str) -> None:
-    chunk = b"\0" * (1 << 20)
-    with open(path, "wb", buffering=0) as f:
-        for size in (1 << 20, 1 << 12, 1):
-            try:
-                while True:
-                    f.write(chunk[:size])
-            except OSError:
-                continue  # full at this size: smaller writes take what is left
-
-
-crash_points = _CrashPoints()
 
 
 class Store:
@@ -161,8 +123,9 @@ class Store:
         if not self.exists():
             raise StoreError(f"no proflake store at {self.location!r}; {missing_store_hint(self.location)}")
 
-    def create(self) -> None:
-        """Create any missing table, empty, with its declared schema."""
+    def create(self, present: Collection[str] = ()) -> None:
+        """Create any missing table, empty, with its declared schema. ``present``: tables the caller just
+        found there (``bookkeeping.has_table``), not asked for again."""
         if not self.is_remote:
             try:
                 Path(self.root).mkdir(parents=True, exist_ok=True)
@@ -172,7 +135,7 @@ class Store:
         from deltalake.exceptions import DeltaError
 
         for name in ALL_TABLES:
-            if self._created(name):
+            if name in present or self._created(name):
                 continue  # asking deltalake costs ~7 ms a table locally, an open (~7 requests) on S3
             try:
                 DeltaTable.create(
@@ -237,22 +200,25 @@ class Store:
             rows = arrowfn.sort_by(rows, spec.sort_by)
         return rows
 
-    def append(self, name: str, rows: pa.Table, batch_id: str, *, presorted: bool = False) -> None:
+    def append(
+        self, name: str, rows: pa.Table, batch_id: str, *, presorted: bool = False, table: DeltaTable | None = None
+    ) -> None:
         """Append rows in one atomic Delta commit, sorted so row-group statistics prune node/time filters.
 
         ``presorted``: the caller already ordered the rows and built them with the declared columns
-        (dictionary-encoded ones included, which Delta stores as their value type)."""
+        (dictionary-encoded ones included, which Delta stores as their value type). ``table``: the table,
+        open and current, written through and left current (else deltalake opens it)."""
         if rows.num_rows == 0:
             return
         with self.committing(name):
-            self._append(name, rows, batch_id, presorted)
+            self._append(name, rows, batch_id, presorted, table)
         crash_points.committed()
 
-    def _append(self, name: str, rows: pa.Table, batch_id: str, presorted: bool) -> None:
+    def _append(self, name: str, rows: pa.Table, batch_id: str, presorted: bool, table: DeltaTable | None = None) -> None:
         from deltalake import CommitProperties, write_deltalake
 
         write_deltalake(
-            self.table_uri(name),
+            self.table_uri(name) if table is None else table,
             rows if presorted else self._prepare(name, rows),
             mode="append",
             writer_properties=writer_properties(),
@@ -260,34 +226,42 @@ class Store:
             commit_properties=CommitProperties(custom_metadata={"proflake.batch_id": batch_id}),
         )
 
-    def replace_intervals(self, rows: pa.RecordBatchReader, batch_id: str, replaced_uris: list[str]) -> None:
+    def replace_intervals(self, rows: pa.RecordBatchReader, batch_id: str, replaced_uris: list[str],
+                          table: DeltaTable | None = None) -> None:
         """The visibility point of a batch that met changed files: in ONE commit, add its intervals
-        (``rows``, streamed in the table's schema) and drop the versions they replace."""
+        (``rows``, streamed in the table's schema) and drop the versions they replace. ``table``:
+        intervals, open and current, written through and left current (else deltalake opens it)."""
         # Delta's replaceWhere: rows matching the predicate are replaced by ``rows``, atomically. Every
         # new row matches through its batch_id; old versions of changed files through their URI.
         uris = ", ".join(sql_string(u) for u in replaced_uris)
         predicate = f"batch_id = {sql_string(batch_id)} OR source_uri IN ({uris})"
-        self._overwrite("intervals", rows, predicate, batch_id)
+        self._overwrite("intervals", rows, predicate, batch_id, table)
 
-    def replace_intervals_under(self, rows: pa.RecordBatchReader, batch_id: str, prefix: str) -> None:
+    def replace_intervals_under(self, rows: pa.RecordBatchReader, batch_id: str, prefix: str,
+                                table: DeltaTable | None = None) -> None:
         """A scoped full refresh's visibility point: in ONE commit, add its intervals (``rows``) and drop
-        every interval whose source_uri starts with ``prefix`` (the source's earlier generations)."""
+        every interval whose source_uri starts with ``prefix`` (the source's earlier generations);
+        ``table`` as for ``replace_intervals``."""
         predicate = f"batch_id = {sql_string(batch_id)} OR starts_with(source_uri, {sql_string(prefix)})"
-        self._overwrite("intervals", rows, predicate, batch_id)
+        self._overwrite("intervals", rows, predicate, batch_id, table)
 
-    def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
+    def _overwrite(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str,
+                   table: DeltaTable | None = None) -> None:
         """Replace the rows matching ``predicate`` (all rows when None) with ``rows``, in one commit.
         A table is put in the declared column order and sorted; a stream must come that way already
-        (it is written as it arrives, never held whole)."""
+        (it is written as it arrives, never held whole). ``table``: the table, open and current (no
+        commit since it was opened or brought up to date), written from as it is and left current; else
+        deltalake opens it."""
         with self.committing(name):
-            self._write_over(name, rows, predicate, batch_id)
+            self._write_over(name, rows, predicate, batch_id, table)
         crash_points.committed()
 
-    def _write_over(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str) -> None:
+    def _write_over(self, name: str, rows: pa.Table | pa.RecordBatchReader, predicate: str | None, batch_id: str,
+                    table: DeltaTable | None = None) -> None:
         from deltalake import CommitProperties, write_deltalake
 
         write_deltalake(
-            self.table_uri(name),
+            self.table_uri(name) if table is None else table,
             self._prepare(name, rows) if isinstance(rows, pa.Table) else rows,
             mode="overwrite",
             predicate=predicate,
@@ -299,18 +273,23 @@ class Store:
             schema_mode="overwrite" if predicate is None else None,
         )
 
-    def delete_where(self, name: str, predicate: str) -> None:
-        table = self.delta(name)
+    def delete_where(self, name: str, predicate: str, table: DeltaTable | None = None) -> None:
+        """Delete the rows matching ``predicate`` in one commit; ``table``: the table, open and current,
+        which the delete leaves current (else it is opened here)."""
+        table = self.delta(name) if table is None else table
         with self.committing(name):
             table.delete(predicate)
         crash_points.committed()
 
-    def delete_rows_of(self, column: str, values: list[str], tables: tuple[str, ...] = FACT_TABLES) -> None:
-        """Delete rows whose ``column`` is one of ``values`` (ids proflake generated), in bounded chunks."""
+    def delete_rows_of(self, column: str, values: list[str], tables: tuple[str, ...] = FACT_TABLES,
+                       opened: Mapping[str, DeltaTable] | None = None) -> None:
+        """Delete rows whose ``column`` is one of ``values`` (ids proflake generated), in bounded chunks.
+        ``opened``: tables open and current, deleted from through these objects (left current); the
+        others are opened for each delete."""
         for start in range(0, len(values), 500):
             predicate = f"{column} IN (" + ", ".join(sql_string(v) for v in values[start : start + 500]) + ")"
             for name in tables:
-                self.delete_where(name, predicate)
+                self.delete_where(name, predicate, (opened or {}).get(name))
 
     def delete_job(self, job_id: str) -> None:
         """Remove every row of one job (the demo replaces its sample job this way)."""
@@ -350,30 +329,33 @@ class Store:
         snapshot = Snapshot(self, connection, tables=ALL_TABLES if tables is None else tables, snapshot_intervals=snapshot_intervals)
         return snapshot.con, snapshot.files
 
-    def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str) -> None:
-        """Replace every row of ``job_ids`` in a derived table with ``rows`` (None: just delete), in one commit."""
+    def replace_jobs(self, name: str, rows: pa.Table | None, job_ids: list[str], batch_id: str,
+                     table: DeltaTable | None = None) -> None:
+        """Replace every row of ``job_ids`` in a derived table with ``rows`` (None: just delete), in one
+        commit; ``table``: the table, open and current, which the commit leaves current."""
         if not job_ids:
             return
         predicate = "job_id IN (" + ", ".join(sql_string(j) for j in job_ids) + ")"
         if rows is None:
-            self.delete_where(name, predicate)
+            self.delete_where(name, predicate, table)
             return
-        self._overwrite(name, rows, predicate, batch_id)
+        self._overwrite(name, rows, predicate, batch_id, table)
 
-    def replace_table(self, name: str, rows: pa.Table, batch_id: str) -> None:
-        """Overwrite a small bookkeeping table in one commit."""
-        self._overwrite(name, rows, None, batch_id)
+    def replace_table(self, name: str, rows: pa.Table, batch_id: str, table: DeltaTable | None = None) -> None:
+        """Overwrite a small bookkeeping table in one commit; ``table``: it, open and current (left current)."""
+        self._overwrite(name, rows, None, batch_id, table)
 
-    def rows(self, name: str, columns: Sequence[str]) -> list[tuple]:
+    def rows(self, name: str, columns: Sequence[str], table: DeltaTable | None = None) -> list[tuple]:
         """Some columns of every row of a table, as tuples: for the bookkeeping tables (ingest compares
-        its listing with ``intervals`` in DuckDB instead: etl/proflake/ingestion/manifest.py).
+        its listing with ``intervals`` in DuckDB instead: etl/proflake/ingestion/manifest.py). ``table``:
+        the table, open already, read at the version it is at (else opened here).
 
         A local table is read by DuckDB: deltalake's reader goes through pyarrow.dataset, whose import
         brings pandas, a third of a second on every nightly run that finds nothing new."""
-        delta = self.delta(name)
+        delta = self.delta(name) if table is None else table
         if self.is_remote:
-            table = delta.to_pyarrow_table(columns=list(columns))
-            return list(zip(*(table[c].to_pylist() for c in columns)))
+            read = delta.to_pyarrow_table(columns=list(columns))
+            return list(zip(*(read[c].to_pylist() for c in columns)))
         files = delta.file_uris()
         if not files:
             return []
