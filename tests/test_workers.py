@@ -70,9 +70,9 @@ def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeyp
 
 
 def test_an_idle_worker_is_reused_only_with_the_environment_it_was_started_with(monkeypatch):
-    """Workers read their S3 settings and PROFLAKE_* knobs from the environment they started with: one
-    kept from a run before os.environ changed (AWS_* set in a notebook after a local ingest) must not
-    serve the next run."""
+    """A worker kept from a run before os.environ changed a setting its libraries read (the time zone)
+    must not serve the next run; settings it never reads (pytest's, proflake's knobs, S3's: the parent
+    reads S3 and commits) keep it."""
     def pids() -> set[int]:
         with ParsePool(1, parse="helpers.crashy:parse") as pool:
             list(pool.parse([Task(0, "cprofile", b"ok")]))
@@ -80,13 +80,36 @@ def test_an_idle_worker_is_reused_only_with_the_environment_it_was_started_with(
 
     first = pids()
     assert pids() == first  # the same environment: the idle worker is reused
-    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # what workers do not read does not count
-    assert pids() == first
-    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    for name, value in (("PYTEST_CURRENT_TEST", "another test"), ("PROFLAKE_FLUSH_ROWS", "10"),
+                        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1")):
+        monkeypatch.setenv(name, value)  # what workers do not read does not count
+        assert pids() == first, name
+    monkeypatch.setenv("TZ", "America/New_York")
     changed = pids()
     assert changed.isdisjoint(first)
-    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    monkeypatch.delenv("TZ")
     assert pids() == first  # back to the first environment: its worker again
+
+
+def test_no_module_a_worker_imports_reads_the_environment():
+    """What makes reusing a worker across environments safe (pool._WORKER_SETTINGS): none of proflake's
+    modules a worker process imports reads os.environ or getenv."""
+    import subprocess
+    import sys
+
+    from proflake.workers.pool import _BOOT
+
+    listing = _BOOT.replace("from proflake.workers.worker import worker_main\nworker_main(int(sys.argv[1]), sys.argv[2])", (
+        "from proflake.workers import worker\nimport helpers.crashy, helpers.crashy_facts\n"
+        "print('\\n'.join(m.__file__ for n, m in sorted(sys.modules.items()) if n.startswith('proflake') and m.__file__))"))
+    assert listing != _BOOT
+    done = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    files = done.stdout.split()
+    assert any(f.endswith(os.path.join("workers", "worker.py")) for f in files), files
+    sources = [Path(f).read_text() for f in files if f.endswith(".py")]
+    readers = [f for f, text in zip([f for f in files if f.endswith(".py")], sources) if "environ" in text or "getenv" in text]
+    assert readers == [], "a worker now reads its environment: add what it reads to pool._WORKER_SETTINGS"
 
 
 def test_real_parser_in_workers_reports_parse_errors():

@@ -187,19 +187,18 @@ def _grow_pipe(fd: int) -> int:
         return 64 * 1024
 
 
-# Idle workers by (memory limit, parse function, the environment they were started with): a worker
-# reads its settings (S3 endpoint and credentials, PROFLAKE_* knobs) from the environment it was started
-# with, so one started before os.environ changed (a notebook setting AWS_* after a local ingest) is not
-# handed to a pool that expects the new settings.
-_IDLE: dict[tuple[int, str, int, bool], list[_Worker]] = {}  # (..., inline)
+# Idle workers by (memory limit, parse function, the environment they were started with, inline): one
+# started before os.environ changed a setting its libraries read is not handed to a pool after it.
+_IDLE: dict[tuple[int, str, int, bool], list[_Worker]] = {}
 
 
-# What a worker reads from its environment: proflake's knobs, the S3 client's settings (boto3 and
-# object_store read AWS_*), proxies and certificates, the time zone. Not the rest: pytest, for one, sets
-# PYTEST_CURRENT_TEST anew for every test, and a fingerprint of everything kept no worker past a test
-# (the suite's CPU went from ~650 s to ~1,040 s).
-_WORKER_SETTINGS = ("PROFLAKE_", "AWS_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                    "no_proxy", "SSL_CERT_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "TZ")
+# What a worker's libraries read from its environment: the time zone, Arrow's and the allocators'
+# settings, the locale. Not proflake's knobs or S3's settings: a local worker reads local files or bytes
+# the parent read (from S3, say) and writes to a local spool, and every PROFLAKE_* knob is the parent's
+# (tests/test_workers.py checks that no module a worker imports reads the environment). Not the rest:
+# pytest sets PYTEST_CURRENT_TEST anew for every test, and a fingerprint of everything kept no worker past
+# a test (the suite's CPU went from ~650 s to ~1,040 s).
+_WORKER_SETTINGS = ("TZ", "ARROW_", "OMP_", "MALLOC_", "LC_", "LANG")
 
 
 def _environment() -> int:
