@@ -107,15 +107,9 @@ def test_an_ingest_hands_its_open_tables_from_step_to_step(tmp_path, monkeypatch
     from collections import Counter
 
     from helpers.profiles import LEGACY
+    from helpers.table_opens import counted_opens
 
-    opens: list[str] = []
-    delta = Store.delta
-
-    def counting(self, name, version=None):
-        opens.append(name)
-        return delta(self, name, version)
-
-    monkeypatch.setattr(Store, "delta", counting)
+    opens = counted_opens(monkeypatch)
     store = str(tmp_path / "store")
     assert ingest(str(LEGACY), store, executor="inline").new_intervals
     once = dict.fromkeys((*FACT_TABLES, "phase_function_stats", "phase_function_callers"), 1)

@@ -205,18 +205,12 @@ def test_check_opens_each_table_once_and_a_commit_between_its_steps_is_not_misre
     written, files taken out of the logs) leave what check reads a sound store, and check says so."""
     from collections import Counter
 
+    from helpers.table_opens import counted_opens
     from proflake.ingestion.opened import OpenedTables
     from proflake.schema import ALL_TABLES
 
     src, store, _ = _fresh(prepared)
-    opens: list[str] = []
-    delta = Store.delta
-
-    def counting(self, name, version=None):
-        opens.append(name)
-        return delta(self, name, version)
-
-    monkeypatch.setattr(Store, "delta", counting)
+    opens = counted_opens(monkeypatch)
     assert _cli("check", "--store", str(store)).returncode == 0
     assert Counter(opens) == Counter(ALL_TABLES), opens
 
