@@ -151,6 +151,11 @@ def refresh_phase_rollups(
         return []
     # Views enough to tell whether anything is stale; intervals read where they lie, not copied.
     con = Snapshot(store, tables=PHASE_TABLES, snapshot_intervals=False, opened=tables).con
+
+    def with_facts() -> duckdb.DuckDBPyConnection:
+        """Every view, for a rebuild from the facts (the caller's open tables and these used as they are)."""
+        return Snapshot(store, tables=ALL_TABLES, snapshot_intervals=False, opened={**(opened or {}), **tables}).con
+
     try:
         # Each thread scans its own stretch of the interval ids: one thread took 7 MB less at 100,000.
         con.execute("SET threads = 1")
@@ -170,7 +175,7 @@ def refresh_phase_rollups(
         has_facts = not partials
         if has_facts:
             con.close()
-            con = Snapshot(store, tables=ALL_TABLES, snapshot_intervals=False, opened={**(opened or {}), **tables}).con
+            con = with_facts()
         else:
             # One footer per partial-sum file (two per segment) would stay cached to the end of the
             # step: +17 MB at 100,000 files, which only this step reads, once.
@@ -195,7 +200,7 @@ def refresh_phase_rollups(
                 else:
                     if not has_facts:
                         con.close()
-                        con = Snapshot(store, tables=ALL_TABLES, snapshot_intervals=False, opened={**(opened or {}), **tables}).con
+                        con = with_facts()
                         has_facts = True
                     parts.append(queries.run_named(con, build, {"job_id": job, "built_from": live[job]}))
                     rebuilt.add(job)
@@ -213,11 +218,10 @@ def refresh_phase_rollups(
         rows = None
         release_memory()
     if checked is not None:
-        # The phase tables are current (written through); intervals is read again from its log (a
-        # commit since the check, by a writer without the lock, must keep this state from being noted).
-        # Its object serves: a table set aside and created again has another id, which never matches.
-        tables["intervals"].update_incremental()
-        after = _checked_state(tables)
+        # The phase tables are current (written through); intervals is opened again (a commit since the
+        # check, by a writer without the lock, must keep this state from being noted; and a table set
+        # aside and created again meanwhile is another table, which the old object would not see).
+        after = _checked_state({**tables, "intervals": store.delta("intervals")})
         # This run's writes moved the phase tables; intervals must be where the check read them.
         if after["intervals"] == checked["intervals"]:
             _remember_checked(store, after)
