@@ -40,14 +40,24 @@ def test_misbehaving_files_cost_only_themselves(workers):
 
 
 def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeypatch):
-    """A killed worker not yet reaped when the wait runs out (> 10 s was seen at load 25; 0 s here, so
-    every kill takes that path with real processes) is left to a reaping thread: the batch finishes with
-    the same outcomes, and no worker is left unreaped."""
+    """A killed worker not yet reaped when the wait runs out (> 10 s was seen at load 25) is left to a
+    reaping thread: the batch finishes with the same outcomes, and no worker is left unreaped. Here every
+    bounded wait of a killed worker runs out at once, as if the kernel were slow (a wait of 0 s alone is a
+    race: a SIGKILLed process is often gone before it starts); the reaping thread's wait is the real one."""
+    import subprocess
     import threading
 
     from proflake.workers import pool as pool_module
 
+    real_wait = subprocess.Popen.wait
+
+    def slow_to_die(self: subprocess.Popen, timeout: float | None = None) -> int:
+        if timeout == pool_module.KILL_WAIT_S:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return real_wait(self, timeout)
+
     monkeypatch.setattr(pool_module, "KILL_WAIT_S", 0.0)
+    monkeypatch.setattr(subprocess.Popen, "wait", slow_to_die)
     reapers: list[threading.Thread] = []
 
     class CountedThread(threading.Thread):
