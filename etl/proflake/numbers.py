@@ -17,6 +17,14 @@ import re
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def ranked(value: float) -> float:
+    """``value`` rounded to 12 significant digits, to order by: sums of the same numbers added in another
+    order (DuckDB adds in parallel; float addition is not associative) differ in their last bits, so two
+    functions with equal totals would swap places from one fetch to the next. Rounded, they tie, and the
+    name that breaks ties decides. Infinities and NaN are returned as they are."""
+    return float(f"{value:.12g}") if math.isfinite(value) else value
+
+
 def seconds(value: float | None) -> str:
     """A duration in seconds with a unit and three significant digits: ``1.04 s``, ``3.73 ms``, ``0``."""
     if value is None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from proflake.numbers import count, p_value, percent, seconds, three_digits
+from proflake.numbers import count, p_value, percent, ranked, seconds, three_digits
 from proflake.query import stats
 
 
@@ -177,7 +177,7 @@ def compare(
                 "head_present": int(h_present[i]),
             }
         )
-    rows.sort(key=lambda r: (-abs(r["self_change"]), r["function"]))
+    rows.sort(key=lambda r: (-ranked(abs(r["self_change"])), r["function"]))
     return total, pa.Table.from_pylist(rows, schema=DIFF_SCHEMA)
 
 

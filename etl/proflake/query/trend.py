@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from proflake.errors import UnknownNameError, UsageError
 from proflake.formats import DEFAULT_PROFILER
-from proflake.numbers import p_value, percent, seconds
+from proflake.numbers import p_value, percent, ranked, seconds
 from proflake.query import changepoints, stats
 
 if TYPE_CHECKING:
@@ -288,5 +288,5 @@ def _changes(
                 "after_steps": c.after_steps,
             })
     # per job, the total first, then the largest changes (a new function, from nothing, first)
-    out.sort(key=lambda c: (c["job_index"], c["function"] is not None, -abs(c["change"])))
+    out.sort(key=lambda c: (c["job_index"], c["function"] is not None, -ranked(abs(c["change"]))))
     return out, tests, len(keys)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from proflake.formats import is_caller_graph
-from proflake.numbers import percent
+from proflake.numbers import percent, ranked
 from proflake.render.callgraph import CallGraph, Key, Node, key_label, table_keys
 
 __all__ = ["OTHER", "CallTree", "Key", "Node", "call_tree", "stacks"]
@@ -180,7 +180,7 @@ def _expand_best_first(root: Node, roots: list[Node], expand: Expand, budget: in
     (OTHER nodes included), and every node under ``floor`` seconds, are folded into one OTHER node per
     parent."""
     tie = itertools.count()
-    heap: list[tuple[float, int, Node, Node, tuple[Key, ...]]] = []
+    heap: list[tuple[float, str, int, Node, Node, tuple[Key, ...]]] = []
     waiting: dict[int, int] = {}  # parent -> its children in the heap
     small: dict[int, tuple[Node, float, int]] = {}  # parent -> (parent, seconds, nodes) under the floor
     others = 0  # parents that will need an OTHER node if the budget runs out now
@@ -195,7 +195,7 @@ def _expand_best_first(root: Node, roots: list[Node], expand: Expand, budget: in
                 _, seconds, nodes = small.get(id(parent), (parent, 0.0, 0))
                 small[id(parent)] = (parent, seconds + child.value, nodes + 1)
             else:
-                heapq.heappush(heap, (-child.value, next(tie), child, parent, path))
+                heapq.heappush(heap, (-ranked(child.value), child.name, next(tie), child, parent, path))
                 waiting[id(parent)] = waiting.get(id(parent), 0) + 1
         if id(parent) not in waiting and id(parent) not in small:
             others -= 1
@@ -203,7 +203,7 @@ def _expand_best_first(root: Node, roots: list[Node], expand: Expand, budget: in
     offer(roots, root, ())
     count = 1
     while heap and (budget is None or count + others + 1 < budget):  # a pop adds <= 1 to each
-        _, _, node, parent, path = heapq.heappop(heap)
+        _, _, _, node, parent, path = heapq.heappop(heap)
         waiting[id(parent)] -= 1
         if not waiting[id(parent)]:
             del waiting[id(parent)]
@@ -215,7 +215,7 @@ def _expand_best_first(root: Node, roots: list[Node], expand: Expand, budget: in
         offer(expand(node, on_path), node, on_path)
     # What is still waiting, or was too small, is left out: one OTHER node per parent holds its total.
     left_out: dict[int, tuple[Node, float, int]] = dict(small)
-    for _, _, node, parent, _ in heap:
+    for _, _, _, node, parent, _ in heap:
         _, seconds, nodes = left_out.get(id(parent), (parent, 0.0, 0))
         left_out[id(parent)] = (parent, seconds + node.value, nodes + 1)
     for parent, seconds, nodes in left_out.values():
@@ -229,7 +229,7 @@ def _sort(node: Node) -> None:
     stack = [node]
     while stack:
         n = stack.pop()
-        n.children.sort(key=lambda c: (c.name == OTHER, -c.value, c.name))
+        n.children.sort(key=lambda c: (c.name == OTHER, -ranked(c.value), c.name))
         stack.extend(n.children)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from proflake.formats import is_caller_graph
-from proflake.numbers import utc
+from proflake.numbers import ranked, utc
 from proflake.render.report.overview import overview
 from proflake.render.stacks import Node, call_tree
 from proflake.render.titles import title
@@ -77,9 +77,9 @@ def _top(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
     """The top ``top`` rows by own time, by total time and by calls, in total-time order."""
     keep: dict[str, dict[str, Any]] = {}
     for column in ("own", "total", "calls"):
-        for row in sorted(rows, key=lambda r: (-r[column], r["function"]))[:top]:
+        for row in sorted(rows, key=lambda r: (-ranked(r[column]), r["function"]))[:top]:
             keep[row["function"]] = row
-    chosen = sorted(keep.values(), key=lambda r: (-r["total"], r["function"]))
+    chosen = sorted(keep.values(), key=lambda r: (-ranked(r["total"]), r["function"]))
     return [{k: v for k, v in r.items() if k not in ("node_id", "job_phase")} for r in chosen]
 
 
@@ -144,7 +144,7 @@ def _edges(edges: pa.Table, functions: list[dict[str, Any]]) -> dict[str, Any]:
     top = EDGES_PER_FUNCTION
 
     def best(rows: list) -> list:
-        return sorted(rows, key=lambda r: (-r[4], r[0]))[:top]
+        return sorted(rows, key=lambda r: (-ranked(r[4]), r[0]))[:top]
 
     # In the table's order, not the edges' (DuckDB's parallel aggregation returns them in any order): the
     # same selection draws the same page, byte for byte but for its date.
@@ -220,7 +220,7 @@ def _steps(inputs: ReportInputs) -> dict[str, Any]:
         )
     medians = {(s["mode"], s["step"]): s["median"] for s in skew}
     marked: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in sorted(rows, key=lambda r: (-r["wall_seconds"], r["step"], r["node_id"])):
+    for r in sorted(rows, key=lambda r: (-ranked(r["wall_seconds"]), r["step"], r["node_id"])):
         if len(marked[r["mode"]]) < SLOWEST_STEPS:
             marked[r["mode"]].append(
                 {"node_id": r["node_id"], "step": r["step"], "wall": r["wall_seconds"], "median": medians[(r["mode"], r["step"])]}

@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from proflake.formats import is_caller_graph
-from proflake.numbers import percent, utc
+from proflake.numbers import percent, ranked, utc
 from proflake.render.report.data import FLAME_BUDGET
 from proflake.render.report.page import Report
 from proflake.render.stacks import OTHER, CallTree, Node, call_tree
@@ -132,7 +132,7 @@ def _flame(result: DiffResult, trees: list[CallTree | None], budget: int) -> dic
         for column, value in zip(columns, (frame.name, frame.label, frame.file, base + head, base, head,
                                            base_own, head_own, depth, frame.folded, frame.estimated)):
             out[column].append(value)
-        children = sorted(frame.children.values(), key=lambda f: (f.name == OTHER, -(f.values[0] + f.values[1]), f.name))
+        children = sorted(frame.children.values(), key=lambda f: (f.name == OTHER, -ranked(f.values[0] + f.values[1]), f.name))
         pending.extend((child, depth + 1) for child in reversed(children))
     return {
         **out,

@@ -20,7 +20,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from proflake.errors import UsageError
-from proflake.numbers import count, p_value, percent, seconds
+from proflake.numbers import count, p_value, percent, ranked, seconds
 from proflake.render.report.diff import _meta
 from proflake.render.report.page import Report
 
@@ -132,7 +132,7 @@ def diff_command(
 def _charted(result: TrendResult, by_function: dict[Any, dict[str, list[float]]], top: int) -> list[Any]:
     """The total, the functions with a change (largest change first), then the largest by mean own time."""
     out: list[Any] = [None]
-    for c in sorted(result.changes, key=lambda c: -abs(c["change"]) if math.isfinite(c["change"]) else -math.inf):
+    for c in sorted(result.changes, key=lambda c: -ranked(abs(c["change"])) if math.isfinite(c["change"]) else -math.inf):
         if c["function"] not in out and len(out) <= top:
             out.append(c["function"])
     # (a function with no own time in any job, such as a loop that only calls others, is not charted)
