@@ -3,6 +3,7 @@ concurrent runs, and compaction that changes no answer."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import signal
@@ -105,22 +106,36 @@ def test_an_ingest_hands_its_open_tables_from_step_to_step(tmp_path, monkeypatch
     roll-ups, and once more after the roll-ups' writes, to note their freshness against the table as it
     is then (a table created again meanwhile would be another one); every other table once. An unchanged
     re-run: batches for repair and its record, what the quarantine and the roll-ups' freshness read,
-    once each."""
+    once each. DuckDB databases (~14 ms of CPU each: DuckDB builds its function catalog for every one): a
+    first ingest makes the roll-ups' alone (no batch but its own is in the store to ask about), an
+    unchanged re-run the manifest's and the one its repair step reads the batches with."""
     from collections import Counter
 
+    import proflake.sql
     from helpers.profiles import LEGACY
     from helpers.table_opens import counted_opens
 
     opens = counted_opens(monkeypatch)
+    databases: list[str] = []
+    real_connect = proflake.sql.duckdb.connect
+
+    def counted_connect(*args, **kwargs):
+        databases.append(inspect.stack()[2].function)  # proflake.sql.connect's caller
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(proflake.sql.duckdb, "connect", counted_connect)
     store = str(tmp_path / "store")
     assert ingest(str(LEGACY), store, executor="inline").new_intervals
     once = dict.fromkeys((*FACT_TABLES, "phase_function_stats", "phase_function_callers"), 1)
     assert Counter(opens) == Counter({"batches": 3, "intervals": 4, **once}), opens
+    assert databases == ["__init__"], databases  # Snapshot.__init__, for refresh_phase_rollups
     opens.clear()
+    databases.clear()
     assert ingest(str(LEGACY), store, executor="inline").new_intervals == 0
     assert Counter(opens) == Counter(
         {"batches": 2, "ingest_errors": 1, "intervals": 1, "phase_function_stats": 1, "phase_function_callers": 1}
     ), opens
+    assert sorted(databases) == ["_scratch_connection", "bounded_connection"], databases
 
 
 def test_rerun_counts_unchanged_files_and_pairs_what_is_new(tmp_path):

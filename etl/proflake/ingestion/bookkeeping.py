@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -197,14 +197,23 @@ def fact_batches(store: Store, opened: Mapping[str, DeltaTable] | None = None) -
     return found
 
 
-def delete_dead_batches(store: Store, live_batches: set[str], opened: Mapping[str, DeltaTable] | None = None) -> list[str]:
-    """Delete the facts of batches none of whose intervals is live (``live_batches``: the batch ids in
-    ``intervals``), found from the logs alone: a batch whose intervals commit or data file was lost left
-    them invisible, and its files are ingested again as a new generation. Only the facts a live interval
+def delete_dead_batches(
+    store: Store,
+    live_among: Callable[[list[str]], set[str]],
+    opened: Mapping[str, DeltaTable] | None = None,
+    known_live: Iterable[str] = (),
+) -> list[str]:
+    """Delete the facts of batches none of whose intervals is live, found from the logs alone: a batch
+    whose intervals commit or data file was lost left them invisible, and its files are ingested again as
+    a new generation. ``live_among(batches)``: those of ``batches`` with a live interval (Manifest.
+    live_batches); it is asked only about the batches the fact files name, less ``known_live`` (a batch
+    that has just committed intervals), and not at all when none is left: a first ingest then opens no
+    DuckDB database for it (~23 ms of a 3-file store's ~180 ms of CPU). Only the facts a live interval
     restores are deleted (``delete_restored_facts``): the others are the last copy of their rows, kept
     for ``proflake check`` to report. Call with the lock held; returns the batches removed from.
     ``opened``: tables open and current, used as ``delete_orphan_facts`` uses them."""
-    dead = sorted(fact_batches(store, opened) - live_batches)
+    candidates = sorted(fact_batches(store, opened) - set(known_live))
+    dead = sorted(set(candidates) - live_among(candidates)) if candidates else []
     return delete_restored_facts(store, among=dead, opened=opened) if dead else []
 
 
@@ -292,7 +301,9 @@ def clean_up(
             elif replaced:
                 store.delete_rows_of("interval_id", sorted(replaced.values()), opened=tables)
             if not (full_refresh and covers_store) and manifest is not None:
-                for dead in delete_dead_batches(store, manifest.live_batches(), tables):
+                # This batch's intervals are live if it committed any: it has just done so, holding the lock.
+                known_live = [report.batch_id] if report.new_intervals else []
+                for dead in delete_dead_batches(store, manifest.live_batches, tables, known_live=known_live):
                     say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
         if report.failed or not empty:
             update_quarantine(store, report, ingested, now, prefix, manifest)
