@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -488,3 +489,53 @@ def test_terminal_progress_draws_a_bar_with_files_and_megabytes():
     bar.bar.refresh()  # draw the last update
     bar.done()
     assert "10/10 files, 10.0/10.0 MB" in buffer.getvalue()
+
+
+def test_live_batches_are_read_from_the_log_s_statistics_and_asked_of_duckdb_only_where_they_cannot_tell(tmp_path):
+    """A file whose batch_id statistics are one value holds that batch's intervals; a compacted file spanning
+    several batches may hold any batch between its min and its max, which only a read can tell; a batch
+    no file can hold has no live interval."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from proflake.ingestion.bookkeeping import live_batches_among
+
+    uri = str(tmp_path / "intervals")
+    write_deltalake(uri, pa.table({"batch_id": ["a1", "a1"], "n": [1, 2]}))
+    write_deltalake(uri, pa.table({"batch_id": ["b1", "b3"], "n": [3, 4]}), mode="append")  # as compacted
+    write_deltalake(uri, pa.table({"batch_id": pa.array([], pa.string()), "n": pa.array([], pa.int64())}), mode="append")
+    asked: list[list[str]] = []
+
+    def ask(batches: list[str]) -> set[str]:
+        asked.append(batches)
+        return {b for b in batches if b in ("b1", "b3")}  # what DuckDB would read in the files
+
+    table = DeltaTable(uri)
+    assert live_batches_among(table, ["a1", "b1", "b2", "z9"], ask) == {"a1", "b1"}
+    assert asked == [["b1", "b2"]]  # a1 from its file's statistics; z9 no file can hold
+    asked.clear()
+    assert live_batches_among(table, ["a1", "c1"], ask) == {"a1"} and asked == []
+
+
+def test_a_nightly_run_makes_three_duckdb_databases(tmp_path, monkeypatch):
+    """A run that adds a file: the repair step's (reading the batches), the listing's comparison with the
+    live intervals, the roll-ups'. Which batches are still live after its commit is read from the
+    intervals log's statistics (test above), not from a fourth."""
+    import proflake.sql
+
+    build_corpus(tmp_path / "src", nodes=1, steps=2)
+    build_corpus(tmp_path / "more", nodes=2, steps=2)
+    store = str(tmp_path / "store")
+    first = ingest(str(tmp_path / "src"), store, executor="inline")
+    node = tmp_path / "src" / "job-1" / "framework" / "pytorch" / "cprofile" / "algo-2"
+    shutil.copytree(tmp_path / "more" / "job-1" / "framework" / "pytorch" / "cprofile" / "algo-2", node)
+    databases: list[str] = []
+    real_connect = proflake.sql.duckdb.connect
+
+    def counted_connect(*args, **kwargs):
+        databases.append(inspect.stack()[2].function)  # proflake.sql.connect's caller
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(proflake.sql.duckdb, "connect", counted_connect)
+    again = ingest(str(tmp_path / "src"), store, executor="inline")
+    assert again.new_intervals > 0 and again.unchanged == first.new_intervals
+    assert sorted(databases) == ["__init__", "_scratch_connection", "bounded_connection"], databases

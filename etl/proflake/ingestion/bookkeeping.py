@@ -4,6 +4,7 @@ and the repair of batches a killed run left behind."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 from collections.abc import Callable, Iterable, Mapping
@@ -197,6 +198,35 @@ def fact_batches(store: Store, opened: Mapping[str, DeltaTable] | None = None) -
     return found
 
 
+# delta-rs keeps string statistics to this many characters: a shorter min equal to its max is the value.
+_WHOLE_STATISTIC = 32
+
+
+def live_batches_among(intervals: DeltaTable, batches: list[str], ask: Callable[[list[str]], set[str]]) -> set[str]:
+    """Those of ``batches`` with a live interval. The intervals log's file statistics answer where they
+    can: a file with rows whose batch_id statistics are one value (as every file ingest writes is) holds
+    that batch's intervals, and a batch no file's statistics can hold has none. ``ask(batches)`` answers
+    the rest (Manifest.live_batches: DuckDB over the files): a compacted file spanning several batches, or
+    a file without statistics. A nightly run's clean-up so opens no DuckDB database for it (~23 ms of CPU
+    of a warm ~220 ms)."""
+    wanted = set(batches)
+    actions = pa.RecordBatchReader.from_stream(intervals.get_add_actions(flatten=True)).read_all()
+    if "min.batch_id" not in actions.column_names:
+        return ask(sorted(wanted)) if wanted and actions.num_rows else set()
+    found: set[str] = set()
+    spans: list[tuple[str, str] | None] = []  # files that may hold several batches (None: no statistics)
+    columns = (actions["min.batch_id"], actions["max.batch_id"], actions["num_records"])
+    for low, high, rows in zip(*(c.to_pylist() for c in columns)):
+        if rows == 0:
+            continue
+        if rows is not None and low is not None and low == high and len(low) < _WHOLE_STATISTIC:
+            found.add(low)
+        else:
+            spans.append(None if low is None or high is None else (low, high))
+    unsure = sorted(b for b in wanted - found if any(s is None or s[0] <= b <= s[1] for s in spans))
+    return (found & wanted) | (ask(unsure) if unsure else set())
+
+
 def delete_dead_batches(
     store: Store,
     live_among: Callable[[list[str]], set[str]],
@@ -303,7 +333,10 @@ def clean_up(
             if not (full_refresh and covers_store) and manifest is not None:
                 # This batch's intervals are live if it committed any: it has just done so, holding the lock.
                 known_live = [report.batch_id] if report.new_intervals else []
-                for dead in delete_dead_batches(store, manifest.live_batches, tables, known_live=known_live):
+                intervals = tables["intervals"] = tables.get("intervals") or store.delta("intervals")
+                asked = manifest.live_batches
+                live_among = functools.partial(live_batches_among, intervals, ask=asked)
+                for dead in delete_dead_batches(store, live_among, tables, known_live=known_live):
                     say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
         if report.failed or not empty:
             update_quarantine(store, report, ingested, now, prefix, manifest)
