@@ -317,6 +317,26 @@ def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "holds no corpus.json" in refused.stderr
 
 
+@pytest.mark.slow
+def test_scaling_bench_times_each_step_and_projects(tmp_path: Path) -> None:
+    """The lab's scaling measurement (bench.lab.scaling_bench), a tool for performance work: slow tier."""
+    corpus = tmp_path / "corpus"
+    subprocess.run([sys.executable, "-m", "bench.corpus", "--files", "20", "--nodes", "2", "--out", str(corpus)],
+                   cwd=REPO, check=True, capture_output=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.lab.scaling_bench", "--corpus", str(corpus / "bench-job"), "--rounds", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [r[0].strip() for r in rows] == ["workers", "1", "2", "8 (projected)", "32 (projected)"]
+    one, two = ([float(c) for c in r[1:4]] for r in rows[1:3])
+    assert all(v > 0 for v in (*one, *two))  # wall, the main process's CPU, the workers'
+    assert rows[1][-1].strip() == "100%"
+    projected = [float(r[1]) for r in rows[3:]]
+    assert projected[0] >= projected[1] > 0  # more cores: no slower, never free
+
+
 def test_user_bench_one_table_on_a_given_corpus(tmp_path: Path) -> None:
     """``python -m bench --corpus JOB``: every smdebug method timed on both sides, proflake's answers smdebug's."""
     from bench import corpus
