@@ -136,7 +136,7 @@ def test_an_ingest_hands_its_open_tables_from_step_to_step(tmp_path, monkeypatch
     assert Counter(opens) == Counter(
         {"batches": 2, "ingest_errors": 1, "intervals": 1, "phase_function_stats": 1, "phase_function_callers": 1}
     ), opens
-    assert sorted(databases) == ["_scratch_connection", "bounded_connection"], databases
+    assert databases == ["bounded_connection"], databases  # the listing's comparison with the live intervals
 
 
 def test_rerun_counts_unchanged_files_and_pairs_what_is_new(tmp_path):
@@ -516,10 +516,10 @@ def test_live_batches_are_read_from_the_log_s_statistics_and_asked_of_duckdb_onl
     assert live_batches_among(table, ["a1", "c1"], ask) == {"a1"} and asked == []
 
 
-def test_a_nightly_run_makes_three_duckdb_databases(tmp_path, monkeypatch):
-    """A run that adds a file: the repair step's (reading the batches), the listing's comparison with the
-    live intervals, the roll-ups'. Which batches are still live after its commit is read from the
-    intervals log's statistics (test above), not from a fourth."""
+def test_a_nightly_run_makes_two_duckdb_databases(tmp_path, monkeypatch):
+    """A run that adds a file: the listing's comparison with the live intervals, and the roll-ups'. Which
+    batches are unfinished (the repair step) and which are still live after its commit are read from the
+    batches' and the intervals' log statistics (the tests beside this one), not from a third and a fourth."""
     import proflake.sql
 
     build_corpus(tmp_path / "src", nodes=1, steps=2)
@@ -538,4 +538,30 @@ def test_a_nightly_run_makes_three_duckdb_databases(tmp_path, monkeypatch):
     monkeypatch.setattr(proflake.sql.duckdb, "connect", counted_connect)
     again = ingest(str(tmp_path / "src"), store, executor="inline")
     assert again.new_intervals > 0 and again.unchanged == first.new_intervals
-    assert sorted(databases) == ["__init__", "_scratch_connection", "bounded_connection"], databases
+    assert sorted(databases) == ["__init__", "bounded_connection"], databases
+
+
+def test_the_batches_events_read_from_the_log_are_the_table_s_rows(tmp_path):
+    """Each event ingest records is a one-row file whose statistics are its values; a repair's file of
+    several events and a compacted file are read. Either way: exactly the table's (batch_id, event) rows."""
+    from datetime import datetime, timezone
+
+    from proflake.ingestion.bookkeeping import batch_events
+    from proflake.schema import arrow_rows
+
+    build_corpus(tmp_path / "src", nodes=1, steps=2)
+    store = Store(str(tmp_path / "store"))
+    ingest(str(tmp_path / "src"), store.location, executor="inline")
+    ingest(str(tmp_path / "src"), store.location, executor="inline")
+    now = datetime.now(timezone.utc)
+    events = [{"batch_id": f"repaired-{n}", "event": "repaired", "recorded_at": now} for n in range(2)]
+    store.append("batches", arrow_rows("batches", events), "repair-test")
+
+    def rows() -> set[tuple[str, str]]:
+        return set(store.rows("batches", ["batch_id", "event"]))
+
+    assert len(rows()) == 5 and {"started", "committed", "repaired"} == {e for _, e in rows()}
+    assert batch_events(store, store.delta("batches")) == rows()
+    compact(store)
+    assert len(store.delta("batches").file_uris()) == 1  # one file of five rows, read
+    assert batch_events(store, store.delta("batches")) == rows()

@@ -7,12 +7,14 @@ import contextlib
 import functools
 import os
 import secrets
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from proflake.errors import StoreError
 from proflake.formats import FAMILIES
@@ -112,12 +114,42 @@ def unfinished_batches(store: Store, batches: DeltaTable | None = None) -> list[
     ('failed', 'interrupted'), whose rows the next run removes or whose clean-up it finishes.
     ``batches``: that table, open already, read at the version it is at (else opened here)."""
     started, ended = set(), set()
-    for batch, event in store.rows("batches", ["batch_id", "event"], batches):
+    for batch, event in batch_events(store, batches or store.delta("batches")):
         if event == "started":
             started.add(batch)
         elif event in FINISHED_EVENTS:
             ended.add(batch)
     return sorted(started - ended)
+
+
+def batch_events(store: Store, batches: DeltaTable) -> set[tuple[str, str]]:
+    """The (batch_id, event) pairs of the batches table's rows. Each event ingest records is a file of one
+    row, whose log statistics are its values: read from the log; the other files (a repair's several
+    events, a compacted file, one without statistics) are read, locally with pyarrow. A nightly run's
+    repair step so opens no DuckDB database (~14 ms of CPU)."""
+    actions = pa.RecordBatchReader.from_stream(batches.get_add_actions(flatten=True)).read_all()
+    names = ("path", "num_records", "min.batch_id", "max.batch_id", "min.event", "max.event")
+    if not actions.num_rows:
+        return set()
+    if any(n not in actions.column_names for n in names) or store.is_remote:
+        return set(store.rows("batches", ["batch_id", "event"], batches))
+    pairs: set[tuple[str, str]] = set()
+    unsure: list[str] = []
+    for path, rows, low, high, first, last in zip(*(actions[n].to_pylist() for n in names)):
+        if rows == 0:
+            continue
+        if rows is not None and low is not None and low == high and first is not None and first == last and (
+            len(low) < _WHOLE_STATISTIC and len(first) < _WHOLE_STATISTIC
+        ):
+            pairs.add((low, first))
+        elif "://" in path or os.path.isabs(path):  # a file outside the table's folder: read as the table is
+            return set(store.rows("batches", ["batch_id", "event"], batches))
+        else:
+            unsure.append(os.path.join(store.table_uri("batches"), urllib.parse.unquote(path)))
+    for file in unsure:
+        read = pq.ParquetFile(file).read(columns=["batch_id", "event"])
+        pairs.update(zip(read["batch_id"].to_pylist(), read["event"].to_pylist()))
+    return pairs
 
 
 def record_event(store: Store, report: IngestReport, event: str, at: datetime) -> None:
