@@ -109,6 +109,10 @@ def repair(store: Store, log: Callable[[str], None] | None = None, batches: Delt
     return unfinished
 
 
+# delta-rs keeps string statistics to this many characters: a shorter min equal to its max is the value.
+_WHOLE_STATISTIC = 32
+
+
 def unfinished_batches(store: Store, batches: DeltaTable | None = None) -> list[str]:
     """Batches recorded as 'started' that never finished: killed, or stopped by an error or a signal
     ('failed', 'interrupted'), whose rows the next run removes or whose clean-up it finishes.
@@ -146,9 +150,12 @@ def batch_events(store: Store, batches: DeltaTable) -> set[tuple[str, str]]:
             return set(store.rows("batches", ["batch_id", "event"], batches))
         else:
             unsure.append(os.path.join(store.table_uri("batches"), urllib.parse.unquote(path)))
-    for file in unsure:
-        read = pq.ParquetFile(file).read(columns=["batch_id", "event"])
-        pairs.update(zip(read["batch_id"].to_pylist(), read["event"].to_pylist()))
+    try:
+        for file in unsure:
+            read = pq.ParquetFile(file).read(columns=["batch_id", "event"])
+            pairs.update(zip(read["batch_id"].to_pylist(), read["event"].to_pylist()))
+    except (OSError, pa.ArrowException):  # a lost or damaged file: read as before, which says what is wrong
+        return set(store.rows("batches", ["batch_id", "event"], batches))
     return pairs
 
 
@@ -228,10 +235,6 @@ def fact_batches(store: Store, opened: Mapping[str, DeltaTable] | None = None) -
             if low is not None and low == high:
                 found.add(low)
     return found
-
-
-# delta-rs keeps string statistics to this many characters: a shorter min equal to its max is the value.
-_WHOLE_STATISTIC = 32
 
 
 def live_batches_among(intervals: DeltaTable, batches: list[str], ask: Callable[[list[str]], set[str]]) -> set[str]:
