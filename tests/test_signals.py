@@ -153,3 +153,25 @@ def test_sigterm_during_compaction_changes_no_answer(corpus, tmp_path):
     done = subprocess.run([sys.executable, "-m", "proflake.cli", "compact", "--store", str(store)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert snapshot(str(store)) == before
+
+
+def test_a_signal_while_the_record_thread_starts_never_hangs_the_exit():
+    """Ingest records its batch as started on a thread of its own. A signal's exception raised in the caller
+    while that thread was starting (Thread.start waits for it) once left a ThreadPoolExecutor worker that
+    nobody would tell to stop: the interpreter waited for it at exit forever (an ingest SIGTERMed as parsing
+    began, found alive 20 minutes after its test). The thread now ends with its one call."""
+    code = (
+        "import threading\n"
+        "from proflake.ingestion.background import in_background\n"
+        "real_start = threading.Thread.start\n"
+        "def start_then_signal(self):\n"
+        "    real_start(self)\n"
+        "    raise KeyboardInterrupt  # as Terminated would be, raised while start() waited\n"
+        "threading.Thread.start = start_then_signal\n"
+        "try:\n"
+        "    in_background('proflake-record', lambda: None)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "interrupted"), done.stderr

@@ -27,13 +27,14 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 from datetime import datetime, timezone
 from typing import Any
 
 from proflake.errors import StoreError
 from proflake.ingestion.allocator import _enter_system_allocator, _leave_system_allocator, _on_system_allocator
+from proflake.ingestion.background import in_background
 from proflake.ingestion.bookkeeping import clean_up, missing_tables, new_batch_id, record_event, unfinished_batches
 from proflake.ingestion.bookkeeping import repair as repair_store
 from proflake.ingestion.commit import FactCommitter, IntervalRows, clear_spool, interval_id, interval_keys, interval_row
@@ -280,9 +281,7 @@ class Batch:
         st, report, bar, now = self.store, self.report, self.bar, self.now
         # 'started' must be on record before any fact commits (repair looks for it), not before the
         # workers write: their files stay in the spool until then. So it is written meanwhile.
-        recording = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proflake-record")
-        self._started_record = recording.submit(record_event, st, report, "started", now)
-        recording.shutdown(wait=False)
+        self._started_record = in_background("proflake-record", record_event, st, report, "started", now)
         committer = self.committer = FactCommitter(st, report.batch_id)
         options = parquet_options(writer_properties())
         intervals = self.intervals = IntervalRows(committer.directories["intervals"], report.batch_id, options)
