@@ -57,7 +57,12 @@ def children(pid: int) -> list[int]:
 
 
 def finish(proc: subprocess.Popen) -> str:
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session (start): nothing of it outlives the test
+        proc.communicate()
+        pytest.fail("the stopped command did not exit within 120 s (hung at exit?)")
     deadline = time.monotonic() + 10
     while session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)  # an idle worker notices its parent is gone
