@@ -3,7 +3,6 @@ concurrent runs, and compaction that changes no answer."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import random
 import shutil
@@ -112,19 +111,11 @@ def test_an_ingest_hands_its_open_tables_from_step_to_step(tmp_path, monkeypatch
     unchanged re-run the manifest's and the one its repair step reads the batches with."""
     from collections import Counter
 
-    import proflake.sql
     from helpers.profiles import LEGACY
-    from helpers.table_opens import counted_opens
+    from helpers.table_opens import counted_databases, counted_opens
 
     opens = counted_opens(monkeypatch)
-    databases: list[str] = []
-    real_connect = proflake.sql.duckdb.connect
-
-    def counted_connect(*args, **kwargs):
-        databases.append(inspect.stack()[2].function)  # proflake.sql.connect's caller
-        return real_connect(*args, **kwargs)
-
-    monkeypatch.setattr(proflake.sql.duckdb, "connect", counted_connect)
+    databases = counted_databases(monkeypatch)
     store = str(tmp_path / "store")
     assert ingest(str(LEGACY), store, executor="inline").new_intervals
     once = dict.fromkeys((*FACT_TABLES, "phase_function_stats", "phase_function_callers"), 1)
@@ -520,7 +511,7 @@ def test_a_nightly_run_makes_two_duckdb_databases(tmp_path, monkeypatch):
     """A run that adds a file: the listing's comparison with the live intervals, and the roll-ups'. Which
     batches are unfinished (the repair step) and which are still live after its commit are read from the
     batches' and the intervals' log statistics (the tests beside this one), not from a third and a fourth."""
-    import proflake.sql
+    from helpers.table_opens import counted_databases
 
     build_corpus(tmp_path / "src", nodes=1, steps=2)
     build_corpus(tmp_path / "more", nodes=2, steps=2)
@@ -528,14 +519,7 @@ def test_a_nightly_run_makes_two_duckdb_databases(tmp_path, monkeypatch):
     first = ingest(str(tmp_path / "src"), store, executor="inline")
     node = tmp_path / "src" / "job-1" / "framework" / "pytorch" / "cprofile" / "algo-2"
     shutil.copytree(tmp_path / "more" / "job-1" / "framework" / "pytorch" / "cprofile" / "algo-2", node)
-    databases: list[str] = []
-    real_connect = proflake.sql.duckdb.connect
-
-    def counted_connect(*args, **kwargs):
-        databases.append(inspect.stack()[2].function)  # proflake.sql.connect's caller
-        return real_connect(*args, **kwargs)
-
-    monkeypatch.setattr(proflake.sql.duckdb, "connect", counted_connect)
+    databases = counted_databases(monkeypatch)
     again = ingest(str(tmp_path / "src"), store, executor="inline")
     assert again.new_intervals > 0 and again.unchanged == first.new_intervals
     assert sorted(databases) == ["__init__", "bounded_connection"], databases

@@ -297,12 +297,18 @@ def test_bench_2k(tmp_path: Path) -> None:
     assert data["corpus"]["raw_bytes"]["cprofile"] > 40e6
 
 
-@pytest.mark.slow
-def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
-    """The lab's A/B driver (bench.lab.ab), a tool for performance work: slow tier (~8 s of CPU)."""
+def lab_corpus(tmp_path: Path) -> Path:
+    """A 20-file, 2-node corpus written by ``python -m bench.corpus``, for the lab tools' smoke tests."""
     corpus = tmp_path / "corpus"
     subprocess.run([sys.executable, "-m", "bench.corpus", "--files", "20", "--nodes", "2", "--out", str(corpus)],
                    cwd=REPO, check=True, capture_output=True, timeout=300)
+    return corpus
+
+
+@pytest.mark.slow
+def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
+    """The lab's A/B driver (bench.lab.ab), a tool for performance work: slow tier (~8 s of CPU)."""
+    corpus = lab_corpus(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "bench.lab.ab", "--corpus", str(corpus), "--before", str(REPO), "--rounds", "2",
          "--workers", "1"],
@@ -320,9 +326,7 @@ def test_ab_times_two_checkouts_alternately(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_scaling_bench_times_each_step_and_projects(tmp_path: Path) -> None:
     """The lab's scaling measurement (bench.lab.scaling_bench), a tool for performance work: slow tier."""
-    corpus = tmp_path / "corpus"
-    subprocess.run([sys.executable, "-m", "bench.corpus", "--files", "20", "--nodes", "2", "--out", str(corpus)],
-                   cwd=REPO, check=True, capture_output=True, timeout=300)
+    corpus = lab_corpus(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "bench.lab.scaling_bench", "--corpus", str(corpus / "bench-job"), "--rounds", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
