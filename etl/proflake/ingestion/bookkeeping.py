@@ -368,9 +368,8 @@ def clean_up(
             if not (full_refresh and covers_store) and manifest is not None:
                 # This batch's intervals are live if it committed any: it has just done so, holding the lock.
                 known_live = [report.batch_id] if report.new_intervals else []
-                intervals = tables["intervals"] = tables.get("intervals") or store.delta("intervals")
-                asked = manifest.live_batches
-                live_among = functools.partial(live_batches_among, intervals, ask=asked)
+                tables["intervals"] = tables.get("intervals") or store.delta("intervals")
+                live_among = functools.partial(live_batches_among, tables["intervals"], ask=manifest.live_batches)
                 for dead in delete_dead_batches(store, live_among, tables, known_live=known_live):
                     say(f"removed the invisible facts of batch {dead}, whose intervals are not in the store")
         if report.failed or not empty:
