@@ -74,7 +74,7 @@ def store_path(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """One local[2] SparkSession shared by every Spark test of the run (tests/helpers/sparkenv.py)."""
+    """One local[2,2] SparkSession shared by every Spark test of the run (tests/helpers/sparkenv.py)."""
     from helpers.sparkenv import start_session, stop_session
 
     session = start_session(str(tmp_path_factory.mktemp("spark")))

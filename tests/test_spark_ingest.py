@@ -1,18 +1,21 @@
-"""Ingest on Spark (issue 25): parsing in Spark tasks on a local[2] Spark, committed by the same batch.
+"""Ingest on Spark (issue 25): parsing in Spark tasks on a local[2,2] Spark, committed by the same batch.
 
 A store ingested through the Spark executor answers every fetch method as the native ingest's does; a
 damaged file and a segfaulting one are quarantined from inside an executor; a driver killed after a
 commit is repaired by the next run; with an S3 source and an S3 store the executors read the objects
-and upload the fact files themselves; below ``--spark-min-files`` the local pool parses. The tests share
+and upload the fact files themselves; below ``--spark-min-files`` the local pool parses; a task whose
+first attempt failed after writing its files leaves nothing doubled. The tests share
 the run's one SparkSession (the ``spark`` fixture, tests/helpers/sparkenv.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -184,6 +187,20 @@ def test_a_session_object_is_an_executor(spark, tmp_path):
 # here failed its CreateUser once another module had started the first).
 
 
+@contextlib.contextmanager
+def executor_environment(spark, values: dict[str, str]) -> Iterator[None]:
+    """``values`` in the environment of the Spark tasks started inside the block (spark.executorEnv.*
+    on a cluster); Spark starts Python workers for each distinct environment."""
+    environment = spark.sparkContext.environment
+    before = dict(environment)
+    environment.update(values)
+    try:
+        yield
+    finally:
+        environment.clear()
+        environment.update(before)
+
+
 @pytest.fixture
 def executor_credentials(s3, spark, monkeypatch):
     """The credentials of the test's S3 user for the driver (environment) and for Spark's Python
@@ -191,12 +208,8 @@ def executor_credentials(s3, spark, monkeypatch):
     values = {"AWS_ACCESS_KEY_ID": s3.access_key, "AWS_SECRET_ACCESS_KEY": s3.secret_key, "AWS_DEFAULT_REGION": "us-east-1"}
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    environment = spark.sparkContext.environment
-    before = dict(environment)
-    environment.update(values)
-    yield
-    environment.clear()
-    environment.update(before)
+    with executor_environment(spark, values):
+        yield
 
 
 def test_s3_source_and_store_with_the_executors_doing_the_io(s3, spark, executor_credentials, tmp_path, monkeypatch):
@@ -274,11 +287,11 @@ def test_an_executor_applies_the_s3_rules_itself(s3, executor_credentials):
 
 
 # -- a driver killed after a commit -----------------------------------------------------------------------
-def spark_submit(script: Path, *args: str, env: dict[str, str], master: str = "local[2]") -> subprocess.Popen:
+def spark_submit(script: Path, *args: str, env: dict[str, str]) -> subprocess.Popen:
     """``spark-submit --master local[2] script args``: the driver as a cluster would run it."""
     submit = Path(sys.executable).parent / "spark-submit"
     return subprocess.Popen(
-        [str(submit), "--master", master, "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+        [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
          "--driver-memory", "1g", "--driver-java-options", JVM_OPTIONS, str(script), *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
@@ -316,20 +329,19 @@ def test_a_driver_killed_after_a_commit_is_repaired_by_the_next_run(native, jobs
     assert snapshot(str(store)) == snapshot(str(native[2]))
 
 
-def test_a_retried_task_leaves_nothing_doubled_and_its_first_attempt_s_files_are_cleared(native, jobs, tmp_path):
-    """``local[2,2]`` lets Spark run a failed task twice; every slice's first attempt fails after writing
-    its fact files (PROFLAKE_FAIL_SPARK_TASKS). The driver commits only the files the kept attempt
-    returned: the store equals a native ingest, every row once, and the spool is gone when the run ends."""
+def test_a_retried_task_leaves_nothing_doubled_and_its_first_attempt_s_files_are_cleared(native, jobs, spark, tmp_path):
+    """The session's ``local[2,2]`` lets Spark run a failed task twice; every slice's first attempt fails
+    after writing its fact files (PROFLAKE_FAIL_SPARK_TASKS, in the tasks' environment). The driver commits
+    only the files the kept attempt returned: the store equals a native ingest, every row once, and the
+    spool is gone when the run ends."""
     from deltalake import DeltaTable
+    from proflake.spark import SparkPool
 
-    script = tmp_path / "driver.py"
-    script.write_text("from proflake.cli import main\nmain()\n")
     store, attempts = tmp_path / "store", tmp_path / "attempts"
     attempts.mkdir()
-    driver = spark_submit(script, "ingest", str(jobs), "--store", str(store), "--executor", "spark", "--spark-min-files", "0",
-                          env={"PROFLAKE_FAIL_SPARK_TASKS": str(attempts)}, master="local[2,2]")
-    _, stderr = driver.communicate(timeout=600)
-    assert driver.returncode == 3, stderr[-2000:]  # 3: ingested, with the damaged file quarantined
+    with executor_environment(spark, {"PROFLAKE_FAIL_SPARK_TASKS": str(attempts)}):
+        report = ingest(str(jobs), str(store), executor=SparkPool(spark, min_files=0))
+    assert [f.kind for f in report.failed] == ["cprofile"]  # the damaged file, quarantined; nothing else failed
     assert sorted(p.name for p in attempts.iterdir()) == ["slice-0"], "the slice's first attempt failed"
     assert snapshot(str(store)) == snapshot(str(native[2]))
     for name in FACT_TABLES:

@@ -1,7 +1,7 @@
 """One local Spark for the whole test run (the ``spark`` fixture in tests/conftest.py).
 
 Spark needs a Java runtime: bin/setup-test installs ``openjdk-17-jre-headless`` where ``java`` is missing
-(as root, with apt-get); without it the Spark tests fail saying what to run. ``local[2]`` matches the two cores CI has; ``SPARK_LOCAL_IP=127.0.0.1`` keeps Spark off the
+(as root, with apt-get); without it the Spark tests fail saying what to run. ``local[2,2]``: the two cores CI has, two attempts per task; ``SPARK_LOCAL_IP=127.0.0.1`` keeps Spark off the
 network (no host-name lookup, no listening on other interfaces).
 """
 
@@ -25,7 +25,8 @@ def ensure_java() -> str:
 
 
 def start_session(tmp_dir: str):
-    """A ``local[2]`` SparkSession for tests: small shuffles, no UI, its scratch under ``tmp_dir``."""
+    """A ``local[2,2]`` SparkSession for tests (two cores, two attempts per task): small shuffles, no UI,
+    its scratch under ``tmp_dir``."""
     ensure_java()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python tasks (the Spark ingest's) run in this interpreter, with tests/ importable as here (the
@@ -35,7 +36,10 @@ def start_session(tmp_dir: str):
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]")
+        # Two attempts per task, as a cluster's spark.task.maxFailures gives (local mode reads it from the
+        # master only): test_spark_ingest.py's retried task runs here instead of in a spark-submit JVM of
+        # its own (~10 s of CPU). A test whose task fails for good fails on the second attempt.
+        SparkSession.builder.master("local[2,2]")
         .appName("proflake-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
