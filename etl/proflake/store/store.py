@@ -26,6 +26,7 @@ from proflake.schema import ALL_TABLES, arrow_schema, table_spec
 from proflake.sources.settings import S3Config, is_s3, split_s3_uri
 from proflake.sql import connect
 from proflake.store.crashpoints import crash_points
+from proflake.store.creation import FIRST_COMMIT, create_local_table
 from proflake.store.faults import log_damage
 from proflake.store.location import default_store_location, missing_store_hint
 from proflake.store.snapshot import FACT_TABLES, FileSpans, Snapshot, files_in_view, raw_view, sql_string
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable, WriterProperties
 
 __all__ = ["FACT_TABLES", "FileSpans", "Store", "crash_points", "files_in_view", "raw_view", "sql_string"]
-_FIRST_COMMIT = "0" * 20 + ".json"  # a Delta table's creating commit
 
 # zstd keeps the store small; row groups of ~128k rows let node/time filters skip most of a file.
 # Measured times look random to a dictionary: PLAIN, no dictionary. Not BYTE_STREAM_SPLIT, although
@@ -137,14 +137,17 @@ class Store:
         for name in ALL_TABLES:
             if name in present or self._created(name):
                 continue  # asking deltalake costs ~7 ms a table locally, an open (~7 requests) on S3
-            try:
+            def create(name: str = name) -> None:
                 DeltaTable.create(
-                    self.table_uri(name),
-                    schema=arrow_schema(name),
-                    mode="ignore",
-                    name=name,
+                    self.table_uri(name), schema=arrow_schema(name), mode="ignore", name=name,
                     storage_options=self.storage_options,
                 )
+
+            try:
+                if self.is_remote:
+                    create()
+                else:
+                    create_local_table(Path(self.table_uri(name)), name, arrow_schema(name), create)
             except (DeltaError, OSError) as e:
                 raise self.explain(e, f"table {name!r} of the store at {self.location!r}") from e
 
@@ -152,8 +155,8 @@ class Store:
         """Whether table ``name``'s creating commit is there: a file test locally, one HEAD on S3 (any
         answer but "found" leaves it to deltalake, which creates the table or says what is wrong)."""
         if not self.is_remote:
-            return (Path(self.root) / name / "_delta_log" / _FIRST_COMMIT).is_file()
-        bucket, key = split_s3_uri(f"{self.table_uri(name)}/_delta_log/{_FIRST_COMMIT}")
+            return (Path(self.root) / name / "_delta_log" / FIRST_COMMIT).is_file()
+        bucket, key = split_s3_uri(f"{self.table_uri(name)}/_delta_log/{FIRST_COMMIT}")
         try:
             self.s3.client().head_object(Bucket=bucket, Key=key)  # type: ignore[union-attr] # set when remote
             return True
