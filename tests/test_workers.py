@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 from itertools import pairwise
 from pathlib import Path
 
@@ -39,26 +40,35 @@ def test_misbehaving_files_cost_only_themselves(workers):
     assert "signal 11" in results[7].message
 
 
-def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeypatch):
-    """A killed worker not yet reaped when the wait runs out (> 10 s was seen at load 25) is left to a
-    reaping thread: the batch finishes with the same outcomes, and no worker is left unreaped. Here every
-    bounded wait of a killed worker runs out at once, as if the kernel were slow (a wait of 0 s alone is a
-    race: a SIGKILLed process is often gone before it starts); the reaping thread's wait is the real one."""
+@pytest.mark.parametrize("start", ["forked", "own-interpreter"])
+def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeypatch, start):
+    """A killed worker not yet reaped when the wait runs out (> 10 s was seen at load 25) is left to be
+    reaped: by a reaping thread when it is our child, by its template when it was forked from one. The
+    batch finishes with the same outcomes, and no worker is left unreaped. Here every bounded wait of a
+    killed worker runs out at once, as if the kernel were slow (a wait of 0 s alone is a race: a SIGKILLed
+    process is often gone before it starts); the reaping thread's and the test's waits are the real ones."""
     import subprocess
     import threading
 
     from proflake.workers import pool as pool_module
+    from proflake.workers import template
 
-    real_wait = subprocess.Popen.wait
+    def slow(real):
+        def slow_to_die(self, timeout: float | None = None) -> int:
+            if timeout == pool_module.KILL_WAIT_S:
+                raise subprocess.TimeoutExpired("parse worker", timeout)
+            return real(self, timeout)
+        return slow_to_die
 
-    def slow_to_die(self: subprocess.Popen, timeout: float | None = None) -> int:
-        if timeout == pool_module.KILL_WAIT_S:
-            raise subprocess.TimeoutExpired(self.args, timeout)
-        return real_wait(self, timeout)
-
+    monkeypatch.setattr(template, "AVAILABLE", start == "forked")
+    # A worker environment of its own (a setting pool._WORKER_SETTINGS counts): no idle worker of
+    # another test is reused.
+    monkeypatch.setenv("LC_PROFLAKE_TEST_WORKER_START", start)
+    monkeypatch.setattr(template.ForkedProcess, "wait", slow(template.ForkedProcess.wait))
     monkeypatch.setattr(pool_module, "KILL_WAIT_S", 0.0)
-    monkeypatch.setattr(subprocess.Popen, "wait", slow_to_die)
+    monkeypatch.setattr(subprocess.Popen, "wait", slow(subprocess.Popen.wait))
     reapers: list[threading.Thread] = []
+    killed: list = []
 
     class CountedThread(threading.Thread):
         def start(self) -> None:
@@ -66,6 +76,8 @@ def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeyp
             super().start()
 
     monkeypatch.setattr(pool_module.threading, "Thread", CountedThread)
+    reap = pool_module._reap
+    monkeypatch.setattr(pool_module, "_reap", lambda process: (killed.append(process), reap(process)))
     payloads = [b"ok-%d" % i for i in range(6)]
     payloads[3] = b"hang"
     with ParsePool(1, memory_mb=512, timeout_s=0.5, parse="helpers.crashy:parse") as pool:
@@ -73,6 +85,11 @@ def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeyp
     assert sorted(results) == list(range(6))
     assert results[3].kind == "timeout"
     assert all(results[i] == {"profiler": "cprofile", "size": len(payloads[i])} for i in results if i != 3)
+    assert killed and all(isinstance(p, template.ForkedProcess) == (start == "forked") for p in killed)
+    if start == "forked":
+        assert not reapers  # the template reaps what it forked: the exit code comes from it
+        assert all(process.wait(timeout=30) == -signal.SIGKILL for process in killed)
+        return
     assert reapers, "no kill took the reaping thread's path"
     for reaper in reapers:
         reaper.join(timeout=30)
@@ -107,7 +124,7 @@ def test_no_module_a_worker_imports_reads_the_environment():
     import subprocess
     import sys
 
-    from proflake.workers.pool import _BOOT
+    from proflake.workers.template import WORKER_BOOT as _BOOT
 
     listing = _BOOT.replace("from proflake.workers.worker import worker_main\nworker_main(int(sys.argv[1]), sys.argv[2])", (
         "from proflake.workers import worker\nimport helpers.crashy, helpers.crashy_facts\n"
@@ -376,6 +393,7 @@ def test_inline_workers_answer_and_write_what_worker_processes_do(tmp_path, monk
     """``ParsePool(inline=True)``: no process is started, the parse errors are the same answers, and the
     fact files hold the same rows, each file once, in the same order."""
     from proflake.workers import pool as pool_module
+    from proflake.workers import template
 
     def written(inline: bool, folder: Path) -> tuple[dict, pa.Table]:
         folder.mkdir()
@@ -393,6 +411,7 @@ def test_inline_workers_answer_and_write_what_worker_processes_do(tmp_path, monk
         raise AssertionError("an inline pool started a process")
 
     monkeypatch.setattr(pool_module.subprocess, "Popen", no_process)
+    monkeypatch.setattr(template.Template, "fork", no_process)  # nor asked a template for one
     outcomes, rows = written(True, tmp_path / "inline")
     assert outcomes == expected_outcomes and rows.equals(expected_rows)
     with ParsePool(1, inline=True) as pool:

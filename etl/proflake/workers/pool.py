@@ -1,7 +1,8 @@
 """Parse stats files in worker processes, so a decoder crash costs one file, not the batch.
 
-Each worker is a separate Python process (``_BOOT``, or ``python -m proflake.workers.pool``) with an address-space limit
-(RLIMIT_AS), fed chunks of files over its stdin and answering on its stdout. Plain subprocesses, not
+Each worker is a separate Python process with an address-space limit (RLIMIT_AS), fed chunks of files
+over its stdin and answering on its stdout: forked from a template process that has done a worker's
+imports once, or started as its own interpreter (etl/proflake/workers/template.py). Not
 multiprocessing: they never re-import the caller's ``__main__``, so ``ingest()`` works from any script
 or notebook without a ``if __name__ == "__main__"`` guard. A chunk amortises the inter-process cost
 over several files. When a worker dies (a segfault in a decoder, the kernel's OOM killer) or overruns
@@ -45,27 +46,17 @@ from proflake.workers.protocol import (
     default_workers,
 )
 from proflake.workers.stripes import _chunks, _size, _Stripes
+from proflake.workers.template import (
+    ForkedProcess,
+    Process,
+    grow_pipe,
+    pipe_bytes,
+    spawn_worker,
+    start_worker,
+    take_pipes,
+)
 
 # -- the parent side ----------------------------------------------------------------------------------
-# A worker loads ``proflake`` as a bare package: the package's __init__ imports the query stack (DuckDB,
-# deltalake, the API), which parsing never uses. And it hides pandas, which pyarrow imports on its
-# first conversion of a Python list just to ask whether the list is a pandas object. Each saves ~40 MB
-# per worker and a fraction of a second of its start. ``python -m proflake.workers.worker`` runs the same loop with
-# the full package.
-_BOOT = """
-import sys
-class NoPandas:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, NoPandas)
-from proflake.workers.worker import worker_main
-worker_main(int(sys.argv[1]), sys.argv[2])
-"""
-# The kernel's pipe buffer holds a whole chunk, so handing a worker its next chunk while it parses
-# the current one never blocks the parent (Linux; elsewhere the default size only costs overlap).
-PIPE_BYTES = 1024 * 1024
 # How long a killed worker may take to be reaped before a thread takes over the wait: > 10 s was seen
 # at load 25 (a process in uninterruptible sleep dies only when its I/O ends).
 KILL_WAIT_S = 10.0
@@ -81,22 +72,15 @@ FILES_PER_WORKER = 256
 class _Worker:
     def __init__(self, memory_mb: int, spec: str, inline: bool = False) -> None:
         self.environment = _environment()  # what it was started with: see _IDLE
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        # Arrow's default allocator (mimalloc) keeps ~70 MB more at a worker's peak than the C library's
-        # for the same work at the same speed (measured on a segment's parse and write).
-        env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-        self.process: InlineProcess | subprocess.Popen = InlineProcess(memory_mb, spec) if inline else subprocess.Popen(
-            [sys.executable, "-c", _BOOT, str(memory_mb), spec],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        self.tasks = Connection(os.dup(self.process.stdin.fileno()), readable=False)  # type: ignore[union-attr]
-        self.results = Connection(os.dup(self.process.stdout.fileno()), writable=False)  # type: ignore[union-attr]
-        self.process.stdin.close()  # type: ignore[union-attr]
-        self.process.stdout.close()  # type: ignore[union-attr]
-        self.pipe_bytes = _grow_pipe(self.tasks.fileno())
+        self.memory_mb, self.spec = memory_mb, spec
+        self.process: Process
+        if inline:  # the calling process's threads: no process is started, template or not
+            self.process = InlineProcess(memory_mb, spec)
+            self.tasks, self.results = take_pipes(self.process)
+            self.pipe_bytes = grow_pipe(self.tasks.fileno())
+        else:
+            self.process, self.tasks, self.results = start_worker(memory_mb, spec, self.environment)
+            self.pipe_bytes = pipe_bytes(self.tasks.fileno())
         self.started = False
         # Chunks sent and not answered yet, oldest (the one being parsed) first; [] asks for a write.
         self.in_flight: deque[list[Task]] = deque()
@@ -110,11 +94,18 @@ class _Worker:
         # A worker that cannot even start (broken environment) must stop the run, not quarantine files.
         if self.started:
             return
-        if not self.results.poll(120) or _recv_or_none(self.results) != "ready":
+        ready = self.results.poll(120) and _recv_or_none(self.results) == "ready"
+        if not ready and isinstance(self.process, ForkedProcess):
+            # Its template died before forking it, or it died at once: one started alone tells which.
+            self.kill()
+            self.process, self.tasks, self.results = spawn_worker(self.memory_mb, self.spec)
+            self.pipe_bytes = pipe_bytes(self.tasks.fileno())
+            ready = self.results.poll(120) and _recv_or_none(self.results) == "ready"
+        if not ready:
             self.kill()
             raise ProflakeError(
                 f"a parse worker process failed to start (exit code {self.process.returncode}); "
-                f"check that '{sys.executable} -m proflake.workers.pool' runs"
+                f"check that '{sys.executable} -m proflake.workers.worker' runs"
             )
         self.started = True
 
@@ -170,21 +161,14 @@ class _Worker:
         self.results.close()
 
 
-def _reap(process: subprocess.Popen | InlineProcess) -> None:
-    """Wait for a killed process up to KILL_WAIT_S, then let a daemon thread wait for the rest."""
+def _reap(process: Process) -> None:
+    """Wait for a killed process up to KILL_WAIT_S, then let a daemon thread wait for the rest (a forked
+    worker's template reaps it whenever it dies)."""
     try:
         process.wait(timeout=KILL_WAIT_S)
     except subprocess.TimeoutExpired:
-        threading.Thread(target=process.wait, name="proflake-reap-worker", daemon=True).start()
-
-
-def _grow_pipe(fd: int) -> int:
-    try:
-        import fcntl
-
-        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[attr-defined]
-    except (ImportError, AttributeError, OSError):
-        return 64 * 1024
+        if not isinstance(process, ForkedProcess):
+            threading.Thread(target=process.wait, name="proflake-reap-worker", daemon=True).start()
 
 
 # Idle workers by (memory limit, parse function, the environment they were started with, inline): one
@@ -211,6 +195,20 @@ def _stop_idle_workers() -> None:
         for worker in workers:
             worker.stop()
     _IDLE.clear()
+
+
+def _forget_idle_workers() -> None:
+    # A fork of this process (a multiprocessing child, a test's forked run) must not hand its tasks to
+    # our idle workers: their pipes are one conversation. Its copies are closed; the workers stay ours.
+    for workers in _IDLE.values():
+        for worker in workers:
+            worker.tasks.close()
+            worker.results.close()
+    _IDLE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_idle_workers)
 
 
 class ParsePool:

@@ -1,6 +1,7 @@
 """The worker process: parse the chunks of files the pool sends, keep their rows, write them as segments.
 
-Runs as ``python -c _BOOT`` (see pool.py) or ``python -m proflake.workers.worker``.
+Runs forked from a template (etl/proflake/workers/template.py), as ``python -c WORKER_BOOT`` (the same
+module), or as ``python -m proflake.workers.worker``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,350 @@
+"""Parse workers forked from a template process, instead of a new interpreter for each.
+
+A parse worker's start-up is its imports (numpy, pyarrow, the readers): ~0.35 s of CPU, as much as
+parsing 300 files. The template is one worker-to-be that has done them: a plain subprocess (never the
+caller's own interpreter, which may hold threads, DuckDB, a notebook's state), started with the same
+environment, command line and address-space limit as a worker, that imports what a worker imports and
+then forks one worker per request, in ~5 ms. A worker forked from it is a separate process like any
+other: it parses, crashes, times out and is killed alone, and the crash isolation of
+etl/proflake/workers/pool.py is unchanged.
+
+One template per environment a worker reads (``pool._environment``), kept for the caller's life like
+idle workers. The caller hands each worker its two pipe ends over a Unix socket (SCM_RIGHTS); the
+template answers with the worker's pid, and with its exit code once it has reaped it, so the pool sees
+a ``subprocess.Popen``-like handle (``ForkedProcess``). A template that dies, or a platform without
+``fork`` and ``SCM_RIGHTS`` (``AVAILABLE``), costs nothing but the saving: the pool then starts each
+worker as its own interpreter, as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from multiprocessing.connection import Connection
+from typing import Any
+
+AVAILABLE = hasattr(os, "fork") and hasattr(socket, "CMSG_LEN") and hasattr(socket, "SOCK_SEQPACKET")
+_MESSAGE_BYTES = 4096
+
+# A worker, and a template, loads ``proflake`` as a bare package: the package's __init__ imports the
+# query stack (DuckDB, deltalake, the API), which parsing never uses. And it hides pandas, which pyarrow
+# imports on its first conversion of a Python list just to ask whether the list is a pandas object.
+# Each saves ~40 MB per worker and a fraction of a second of its start. ``python -m
+# proflake.workers.worker`` runs the same loop with the full package.
+_HIDE_PANDAS = """
+import sys
+class NoPandas:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoPandas)
+"""
+WORKER_BOOT = _HIDE_PANDAS + "from proflake.workers.worker import worker_main\nworker_main(int(sys.argv[1]), sys.argv[2])\n"
+TEMPLATE_BOOT = _HIDE_PANDAS + "from proflake.workers.template import serve\nserve(int(sys.argv[1]))\n"
+# The kernel's pipe buffer holds a whole chunk, so handing a worker its next chunk while it parses
+# the current one never blocks the parent (Linux; elsewhere the default size only costs overlap).
+PIPE_BYTES = 1024 * 1024
+Process = Any  # subprocess.Popen or ForkedProcess: poll(), wait(timeout), kill(), returncode, pid
+
+
+def serve(control_fd: int) -> None:
+    """The template's loop (in its own process): fork a worker per request until the caller goes."""
+    from proflake.workers.worker import worker_main  # the imports every forked worker shares
+
+    control = socket.socket(fileno=control_fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle, and its workers'
+
+    def reap(signum: int, frame: object) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            try:  # never blocks: a caller that stopped reading loses exit codes, not its template
+                control.send(pickle.dumps(("exited", pid, os.waitstatus_to_exitcode(status))), socket.MSG_DONTWAIT)
+            except OSError:
+                pass
+
+    signal.signal(signal.SIGCHLD, reap)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, _MESSAGE_BYTES, 2)
+        except OSError:
+            return
+        if not message:
+            return  # the caller closed its end
+        memory_mb, spec, path = pickle.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            sys.path[:] = path  # the caller's, as a worker started now would get it (PYTHONPATH)
+            _become_worker(control, fds, memory_mb, spec, worker_main)
+        for fd in fds:
+            os.close(fd)
+        control.send(pickle.dumps(("forked", pid)))
+
+
+def _become_worker(control: socket.socket, fds: list[int], memory_mb: int, spec: str, worker_main: Any) -> None:
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a worker started on its own
+        control.close()
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        for fd in fds:
+            os.close(fd)
+        worker_main(memory_mb, spec)
+        code = 0
+    except BaseException:  # noqa: BLE001 - a worker's death is its exit code, as for one started alone
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+class Template:
+    """The caller's side of one template process."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.control = ours
+        self.process = subprocess.Popen(
+            [*command, str(theirs.fileno())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        self.pending: deque[ForkedProcess] = deque()  # forked, pid not yet answered, oldest first
+        self.exited: dict[int, int] = {}
+        self.alive = True
+        self.lock = threading.Lock()  # one conversation: requests and their answers stay in order
+
+    def fork(self, memory_mb: int, spec: str, tasks_read: int, results_write: int) -> ForkedProcess:
+        """Ask for a worker reading ``tasks_read`` and writing ``results_write``; OSError if the
+        template is gone. Returns at once: the worker starts once the template has done its imports."""
+        with self.lock:
+            try:
+                request = pickle.dumps((memory_mb, spec, [p for p in sys.path if p]))
+                socket.send_fds(self.control, [request], [tasks_read, results_write])
+            except OSError:
+                self.alive = False
+                raise
+            forked = ForkedProcess(self)
+            self.pending.append(forked)
+            return forked
+
+    def drain(self, timeout: float | None = 0.0) -> bool:
+        """Read what the template said, waiting up to ``timeout`` (None: forever) for the first word;
+        False when it said nothing in that time."""
+        with self.lock:
+            if not self.alive:
+                return False
+            return self._drain(timeout)
+
+    def _drain(self, timeout: float | None) -> bool:
+        self.control.settimeout(timeout)
+        heard = False
+        try:
+            while True:
+                try:
+                    message = self.control.recv(_MESSAGE_BYTES)
+                except (BlockingIOError, TimeoutError):
+                    return heard
+                if not message:
+                    raise EOFError
+                heard = True
+                said = pickle.loads(message)
+                if said[0] == "forked":
+                    self.pending.popleft().known_pid = said[1]
+                else:
+                    self.exited[said[1]] = said[2]
+                self.control.settimeout(0.0)
+        except (EOFError, OSError):
+            self.dead()
+            return heard
+
+    def dead(self) -> None:
+        """The template is gone: a worker it never forked never started (it has no pid, and reads as
+        exited); the ones it did fork live on (their pipes tell the pool when they end)."""
+        self.alive = False
+        for forked in self.pending:
+            forked.returncode = -signal.SIGKILL  # never forked: it never ran
+        self.pending.clear()
+
+    def stop(self) -> None:
+        self.alive = False
+        self.control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class ForkedProcess:
+    """A worker forked by a Template, with what the pool uses of ``subprocess.Popen``."""
+
+    def __init__(self, template: Template) -> None:
+        self.template = template
+        self.known_pid: int | None = None  # once the template has answered
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """Its process id (waiting for the template's answer); None if it was never forked."""
+        while self.known_pid is None and self.returncode is None and self.template.alive:
+            # The template answers each request in turn, once it has done its imports.
+            if not self.template.drain(0.5) and self.template.process.poll() is not None:
+                self.template.dead()
+        return self.known_pid
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self.template.alive:
+            self.template.drain()
+        if self.returncode is None and self.known_pid is not None:
+            self.returncode = self.template.exited.pop(self.known_pid, None)
+            if self.returncode is None and not self.template.alive and not _exists(self.known_pid):
+                self.returncode = -signal.SIGKILL  # reaped by whoever adopted it: how it ended is unknown
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("parse worker", timeout or 0.0)
+            if self.template.alive:
+                self.template.drain(0.1 if left is None else min(left, 0.1))
+            else:
+                time.sleep(0.01)  # adopted by another process: only its disappearance can be seen
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        pid = self.pid
+        if pid is not None and self.poll() is None:
+            try:
+                os.kill(pid, signal.SIGKILL)  # its exit code is not in, so the template has not reaped it
+            except ProcessLookupError:
+                pass
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+# -- the caller's registry: one template per environment ----------------------------------------------
+_TEMPLATES: dict[int, Template] = {}
+
+
+def _environment_for_workers() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    # Arrow's default allocator (mimalloc) keeps ~70 MB more at a worker's peak than the C library's
+    # for the same work at the same speed (measured on a segment's parse and write).
+    env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    return env
+
+
+def start_worker(memory_mb: int, spec: str, environment: int) -> tuple[Process, Connection, Connection]:
+    """A parse worker: forked from this environment's template where the platform allows (the template
+    is started on first use), else its own interpreter (``spawn_worker``). Returns at once: the worker
+    says "ready" on its results connection once it can take tasks."""
+    template = _TEMPLATES.get(environment) if AVAILABLE else None
+    if AVAILABLE and (template is None or not template.alive):
+        if template is not None:
+            template.stop()
+        try:
+            template = _TEMPLATES[environment] = Template([sys.executable, "-c", TEMPLATE_BOOT], _environment_for_workers())
+        except OSError:
+            template = None
+    if template is not None:
+        tasks_read, tasks_write = os.pipe()
+        results_read, results_write = os.pipe()
+        grow_pipe(tasks_write)
+        try:
+            process: Process = template.fork(memory_mb, spec, tasks_read, results_write)
+        except OSError:
+            for fd in (tasks_read, tasks_write, results_read, results_write):
+                os.close(fd)
+        else:
+            os.close(tasks_read)
+            os.close(results_write)
+            return process, Connection(tasks_write, readable=False), Connection(results_read, writable=False)
+    return spawn_worker(memory_mb, spec)
+
+
+def spawn_worker(memory_mb: int, spec: str) -> tuple[subprocess.Popen, Connection, Connection]:
+    """A parse worker in its own new interpreter (``python -c WORKER_BOOT``)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", WORKER_BOOT, str(memory_mb), spec],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_environment_for_workers(),
+    )
+    tasks, results = take_pipes(process)
+    grow_pipe(tasks.fileno())
+    return process, tasks, results
+
+
+def take_pipes(process: Any) -> tuple[Connection, Connection]:
+    """The tasks and results connections of a process started with its stdin and stdout as pipes."""
+    tasks = Connection(os.dup(process.stdin.fileno()), readable=False)
+    results = Connection(os.dup(process.stdout.fileno()), writable=False)
+    process.stdin.close()
+    process.stdout.close()
+    return tasks, results
+
+
+def pipe_bytes(fd: int) -> int:
+    """How many bytes the pipe ``fd`` holds before a write blocks."""
+    try:
+        import fcntl
+
+        return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):
+        return 64 * 1024
+
+
+def grow_pipe(fd: int) -> int:
+    """Make the pipe ``fd`` hold PIPE_BYTES where the platform allows; how many bytes it holds now."""
+    try:
+        import fcntl
+
+        return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):
+        return 64 * 1024
+
+
+def stop_templates() -> None:
+    """Stop every template (at exit, after the idle workers: see pool._stop_idle_workers)."""
+    for template in _TEMPLATES.values():
+        template.stop()
+    _TEMPLATES.clear()
+
+
+def _forget_templates() -> None:
+    # A fork of the caller (a test's forked run, a multiprocessing child) must not talk to the
+    # caller's templates: the socket is one conversation. Its copies are closed, the templates kept.
+    for template in _TEMPLATES.values():
+        template.control.close()
+    _TEMPLATES.clear()
+
+
+atexit.register(stop_templates)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_templates)

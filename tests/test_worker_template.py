@@ -1,0 +1,118 @@
+"""Parse workers are forked from one template process per environment (etl/proflake/workers/template.py):
+each worker is still its own process, crashing and being killed alone; a template that dies costs only
+the saving; a fork of the caller never talks to the caller's template."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from proflake.workers import template
+from proflake.workers.pool import ParsePool
+from proflake.workers.protocol import Task
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        return int(f.read().rpartition(")")[2].split()[1])
+
+
+def _run(payloads: list[bytes], workers: int = 2) -> tuple[dict, list]:
+    with ParsePool(workers, memory_mb=512, timeout_s=20, parse="helpers.crashy:parse") as pool:
+        results = dict(o for chunk in pool.parse(Task(i, "cprofile", p) for i, p in enumerate(payloads)) for o in chunk.outcomes)
+        return results, [w.process for w in pool._workers]
+
+
+@pytest.fixture
+def own_environment(monkeypatch):
+    """A worker environment of this test's own (a setting pool._WORKER_SETTINGS counts): no idle worker
+    or template of another test is used."""
+    monkeypatch.setenv("LC_PROFLAKE_TEST_TEMPLATE", os.urandom(4).hex())
+    from proflake.workers.pool import _environment
+
+    return _environment()
+
+
+pytestmark = pytest.mark.skipif(not template.AVAILABLE or not os.path.isdir("/proc"), reason="fork, SCM_RIGHTS and /proc")
+
+
+def test_the_workers_of_one_environment_are_forked_from_one_template(own_environment):
+    results, processes = _run([b"ok-%d" % i for i in range(40)])
+    assert sorted(results) == list(range(40)) and all(r["profiler"] == "cprofile" for r in results.values())
+    forked = template._TEMPLATES[own_environment]
+    assert len(processes) == 2 and all(isinstance(p, template.ForkedProcess) for p in processes)
+    assert {_parent_of(p.pid) for p in processes} == {forked.process.pid}
+    assert len({p.pid for p in processes}) == 2  # two processes, not one
+
+
+def test_a_worker_forked_from_the_template_crashes_alone_and_its_signal_is_reported(own_environment):
+    results, _ = _run([b"ok", b"segfault", b"ok-2", b"exit", b"ok-3"], workers=1)
+    assert results[1].kind == "crash" and "signal 11" in results[1].message
+    assert results[3].kind == "crash" and "exit code 3" in results[3].message
+    assert all(results[i]["profiler"] == "cprofile" for i in (0, 2, 4))
+    assert template._TEMPLATES[own_environment].process.poll() is None  # a worker's death is not the template's
+
+
+def test_a_dead_template_costs_only_the_saving(own_environment):
+    _run([b"ok"], workers=1)
+    forked = template._TEMPLATES[own_environment]
+    forked.process.kill()
+    forked.process.wait()
+    # Its idle worker lives on (its pipes are the pool's); a new worker needs a new template.
+    results, processes = _run([b"ok-%d" % i for i in range(6)], workers=2)
+    assert sorted(results) == list(range(6)) and all(r["profiler"] == "cprofile" for r in results.values())
+    assert template._TEMPLATES[own_environment] is not forked and template._TEMPLATES[own_environment].alive
+
+
+def test_a_template_dead_before_it_forks_is_replaced_by_a_worker_started_alone(own_environment, monkeypatch):
+    """A request the template never answers (it died doing its imports): the pool starts that worker
+    as its own interpreter instead of failing the run."""
+    real = template.Template.__init__
+
+    def broken(self, command, env):
+        real(self, [command[0], "-c", "import os; os._exit(7)", "--"], env)  # a template that dies at once
+
+    monkeypatch.setattr(template.Template, "__init__", broken)
+    results, processes = _run([b"ok-%d" % i for i in range(4)], workers=1)
+    assert sorted(results) == list(range(4)) and all(r["profiler"] == "cprofile" for r in results.values())
+    assert processes and all(not isinstance(p, template.ForkedProcess) for p in processes)
+
+
+def test_a_fork_of_the_caller_starts_its_own_template_and_never_uses_the_caller_s_workers(own_environment):
+    """A fork of the caller (a multiprocessing child, a test's forked run) inherits the caller's idle
+    workers and template; it must use neither: their pipes and socket are one conversation each."""
+    _run([b"ok"], workers=1)
+    ours = template._TEMPLATES[own_environment]
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the forked child
+        code = 1
+        try:
+            os.close(read)
+            theirs = template._TEMPLATES.get(own_environment)
+            results, processes = _run([b"ok-%d" % i for i in range(4)], workers=1)
+            fine = sorted(results) == list(range(4)) and theirs is None
+            mine = template._TEMPLATES[own_environment].process.pid
+            os.write(write, f"{int(fine)} {mine} {_parent_of(processes[0].pid)}".encode())
+            template.stop_templates()
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as f:
+        fine, theirs, parent = f.read().split()
+    assert os.waitpid(child, 0)[1] == 0
+    assert fine == "1" and int(theirs) != ours.process.pid and int(parent) == int(theirs)
+    # The caller's template still serves the caller.
+    results, _ = _run([b"ok-%d" % i for i in range(3)], workers=1)
+    assert sorted(results) == list(range(3)) and ours.alive and ours.process.poll() is None
+
+
+def test_stopping_the_templates_ends_their_processes(own_environment):
+    _run([b"ok"], workers=1)
+    forked = template._TEMPLATES[own_environment]
+    forked.stop()
+    assert forked.process.returncode is not None and not forked.alive
+    assert forked.process.returncode != -signal.SIGKILL  # it ended when the caller closed its end
+    del template._TEMPLATES[own_environment]
