@@ -26,12 +26,31 @@ def _run(payloads: list[bytes], workers: int = 2) -> tuple[dict, list]:
 
 @pytest.fixture
 def own_environment(monkeypatch):
-    """A worker environment of this test's own (a setting pool._WORKER_SETTINGS counts): no idle worker
-    or template of another test is used."""
+    """A worker environment of this test's own (a setting pool._WORKER_SETTINGS counts), so no idle worker
+    or template of another test is used, whose first worker was started alone already: the next start
+    makes the template."""
     monkeypatch.setenv("LC_PROFLAKE_TEST_TEMPLATE", os.urandom(4).hex())
     from proflake.workers.pool import _environment
 
+    template._STARTED_ALONE.add(_environment())
     return _environment()
+
+
+def test_a_lone_first_worker_starts_as_its_own_interpreter_and_the_next_start_makes_the_template(monkeypatch):
+    """A nightly batch of a few files starts one worker: a template would cost the same imports plus the
+    fork's copy-on-write. Any later start in that environment (a retry, the next run's second worker)
+    forks from a template."""
+    monkeypatch.setenv("LC_PROFLAKE_TEST_TEMPLATE", os.urandom(4).hex())
+    from proflake.workers.pool import _environment
+
+    with ParsePool(1, memory_mb=512, timeout_s=20, parse="helpers.crashy:parse") as pool:
+        pool.start()
+        first = pool._workers[0].process
+        results = dict(o for chunk in pool.parse(Task(i, "cprofile", p) for i, p in enumerate([b"ok", b"segfault", b"ok-2"])) for o in chunk.outcomes)
+        retry = pool._workers[0].process
+    assert results[1].kind == "crash" and results[0]["profiler"] == results[2]["profiler"] == "cprofile"
+    assert not isinstance(first, template.ForkedProcess) and first.returncode == -signal.SIGSEGV
+    assert isinstance(retry, template.ForkedProcess) and _environment() in template._TEMPLATES
 
 
 pytestmark = pytest.mark.skipif(not template.AVAILABLE or not os.path.isdir("/proc"), reason="fork, SCM_RIGHTS and /proc")
@@ -91,7 +110,7 @@ def test_a_fork_of_the_caller_starts_its_own_template_and_never_uses_the_caller_
         try:
             os.close(read)
             theirs = template._TEMPLATES.get(own_environment)
-            results, processes = _run([b"ok-%d" % i for i in range(4)], workers=1)
+            results, processes = _run([b"ok-%d" % i for i in range(4)], workers=2)
             fine = sorted(results) == list(range(4)) and theirs is None
             mine = template._TEMPLATES[own_environment].process.pid
             os.write(write, f"{int(fine)} {mine} {_parent_of(processes[0].pid)}".encode())

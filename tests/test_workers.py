@@ -64,6 +64,7 @@ def test_a_worker_slow_to_die_after_sigkill_costs_its_file_not_the_batch(monkeyp
     # A worker environment of its own (a setting pool._WORKER_SETTINGS counts): no idle worker of
     # another test is reused.
     monkeypatch.setenv("LC_PROFLAKE_TEST_WORKER_START", start)
+    template._STARTED_ALONE.add(pool_module._environment())  # its first worker started alone already
     monkeypatch.setattr(template.ForkedProcess, "wait", slow(template.ForkedProcess.wait))
     monkeypatch.setattr(pool_module, "KILL_WAIT_S", 0.0)
     monkeypatch.setattr(subprocess.Popen, "wait", slow(subprocess.Popen.wait))

@@ -70,7 +70,7 @@ FILES_PER_WORKER = 256
 
 
 class _Worker:
-    def __init__(self, memory_mb: int, spec: str, inline: bool = False) -> None:
+    def __init__(self, memory_mb: int, spec: str, inline: bool = False, together: int = 1) -> None:
         self.environment = _environment()  # what it was started with: see _IDLE
         self.memory_mb, self.spec = memory_mb, spec
         self.process: Process
@@ -79,7 +79,7 @@ class _Worker:
             self.tasks, self.results = take_pipes(self.process)
             self.pipe_bytes = grow_pipe(self.tasks.fileno())
         else:
-            self.process, self.tasks, self.results = start_worker(memory_mb, spec, self.environment)
+            self.process, self.tasks, self.results = start_worker(memory_mb, spec, self.environment, together)
             self.pipe_bytes = pipe_bytes(self.tasks.fileno())
         self.started = False
         # Chunks sent and not answered yet, oldest (the one being parsed) first; [] asks for a write.
@@ -256,8 +256,9 @@ class ParsePool:
 
     def _start(self) -> None:
         wanted = self.size if self._wanted is None else self._wanted
+        together = wanted - len(self._workers)
         while len(self._workers) < wanted:
-            self._workers.append(self._reuse() or _Worker(self.memory_mb, self.spec, self.inline))
+            self._workers.append(self._reuse() or _Worker(self.memory_mb, self.spec, self.inline, together))
 
     def close(self) -> None:
         """Keep idle workers for the next pool in this process (a notebook re-ingesting, a test suite)."""
