@@ -120,12 +120,17 @@ class Template:
     def __init__(self, command: list[str], env: dict[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = ours
-        self.process = subprocess.Popen(
-            [*command, str(theirs.fileno())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=env, pass_fds=(theirs.fileno(),),
-        )
-        theirs.close()
+        try:
+            self.process = subprocess.Popen(
+                [*command, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env=env, pass_fds=(theirs.fileno(),),
+            )
+        except BaseException:
+            ours.close()  # no template: the caller starts its workers alone
+            raise
+        finally:
+            theirs.close()
         self.pending: deque[ForkedProcess] = deque()  # forked, pid not yet answered, oldest first
         self.exited: dict[int, int] = {}
         self.alive = True
