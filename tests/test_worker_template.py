@@ -5,6 +5,7 @@ the saving; a fork of the caller never talks to the caller's template."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 
 import pytest
@@ -135,3 +136,54 @@ def test_stopping_the_templates_ends_their_processes(own_environment):
     assert forked.process.returncode is not None and not forked.alive
     assert forked.process.returncode != -signal.SIGKILL  # it ended when the caller closed its end
     del template._TEMPLATES[own_environment]
+
+
+def test_a_signal_landing_as_a_worker_is_asked_for_shifts_no_answer_and_leaves_no_worker(own_environment, monkeypatch):
+    """Ctrl-C or SIGTERM raise in the main thread (cli/signals.py), anywhere: one landing right after a
+    request went to the template must not hand the next worker another's pid (the answers are numbered),
+    and the worker forked for it exits (its pipes are closed)."""
+    _run([b"ok-%d" % i for i in range(4)], workers=2)
+    forked = template._TEMPLATES[own_environment]
+    real = template.socket.send_fds
+
+    def interrupted(*args, **kwargs):
+        real(*args, **kwargs)
+        monkeypatch.setattr(template.socket, "send_fds", real)
+        raise KeyboardInterrupt  # what a signal handler raises, just after the request went out
+
+    monkeypatch.setattr(template.socket, "send_fds", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _run([b"ok-%d" % i for i in range(4)], workers=3)  # a third worker: a new request to the template
+    with ParsePool(3, memory_mb=512, timeout_s=20, parse="helpers.crashy:parse") as pool:
+        results = dict(o for chunk in pool.parse(Task(i, "cprofile", b"ok-%d" % i) for i in range(9)) for o in chunk.outcomes)
+        processes = [w.process for w in pool._workers]
+        parents = {p.pid: _parent_of(p.pid) for p in processes}  # while all three live
+    assert sorted(results) == list(range(9)) and all(r["profiler"] == "cprofile" for r in results.values())
+    assert len(processes) == 3 and all(isinstance(p, template.ForkedProcess) for p in processes)
+    assert set(parents.values()) == {forked.process.pid} and len(parents) == 3  # each its own pid
+    # The worker forked for the interrupted request exits (nobody holds its pipes): only the pool's kept
+    # workers stay the template's children. A pidfd waits for a process that is not our child.
+    for pid in _children(forked.process.pid) - set(parents):
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue  # gone already
+        try:
+            assert select.select([fd], [], [], 30)[0], f"the worker {pid} of the interrupted request still runs"
+        finally:
+            os.close(fd)
+    assert _children(forked.process.pid) <= set(parents)
+
+
+def _children(parent: int) -> set[int]:
+    """The live (not zombie) children of ``parent``."""
+    return {int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _alive_child(int(pid), parent)}
+
+
+def _alive_child(pid: int, parent: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return False
+    return int(fields[1]) == parent and fields[0] != "Z"

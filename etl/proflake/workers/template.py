@@ -27,7 +27,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -84,14 +83,14 @@ def serve(control_fd: int) -> None:
             return
         if not message:
             return  # the caller closed its end
-        memory_mb, spec, path = pickle.loads(message)
+        number, memory_mb, spec, path = pickle.loads(message)
         pid = os.fork()
         if pid == 0:
             sys.path[:] = path  # the caller's, as a worker started now would get it (PYTHONPATH)
             _become_worker(control, fds, memory_mb, spec, worker_main)
         for fd in fds:
             os.close(fd)
-        control.send(pickle.dumps(("forked", pid)))
+        control.send(pickle.dumps(("forked", number, pid)))
 
 
 def _become_worker(control: socket.socket, fds: list[int], memory_mb: int, spec: str, worker_main: Any) -> None:
@@ -131,7 +130,10 @@ class Template:
             raise
         finally:
             theirs.close()
-        self.pending: deque[ForkedProcess] = deque()  # forked, pid not yet answered, oldest first
+        # Requests by number, not yet answered. Numbered, because a signal's exception (Ctrl-C, SIGTERM:
+        # cli/signals.py) may land between sending a request and noting it: the answers must not shift.
+        self.pending: dict[int, ForkedProcess] = {}
+        self.requests = 0
         self.exited: dict[int, int] = {}
         self.alive = True
         self.lock = threading.Lock()  # one conversation: requests and their answers stay in order
@@ -140,14 +142,15 @@ class Template:
         """Ask for a worker reading ``tasks_read`` and writing ``results_write``; OSError if the
         template is gone. Returns at once: the worker starts once the template has done its imports."""
         with self.lock:
+            number = self.requests = self.requests + 1
+            forked = self.pending[number] = ForkedProcess(self)  # noted first: see self.pending
             try:
-                request = pickle.dumps((memory_mb, spec, [p for p in sys.path if p]))
+                request = pickle.dumps((number, memory_mb, spec, [p for p in sys.path if p]))
                 socket.send_fds(self.control, [request], [tasks_read, results_write])
             except OSError:
+                del self.pending[number]
                 self.alive = False
                 raise
-            forked = ForkedProcess(self)
-            self.pending.append(forked)
             return forked
 
     def drain(self, timeout: float | None = 0.0) -> bool:
@@ -172,7 +175,7 @@ class Template:
                 heard = True
                 said = pickle.loads(message)
                 if said[0] == "forked":
-                    self.pending.popleft().known_pid = said[1]
+                    self._forked(said[1], said[2])
                 else:
                     self.exited[said[1]] = said[2]
                 self.control.settimeout(0.0)
@@ -180,11 +183,20 @@ class Template:
             self.dead()
             return heard
 
+    def _forked(self, number: int, pid: int) -> None:
+        forked = self.pending.pop(number, None)
+        if forked is None:  # asked for by a fork() a signal cut short: nobody holds its pipes
+            os.kill(pid, signal.SIGKILL)
+            return
+        forked.known_pid = pid
+        for earlier in [n for n in self.pending if n < number]:  # answered in turn: never received
+            self.pending.pop(earlier).returncode = -signal.SIGKILL
+
     def dead(self) -> None:
         """The template is gone: a worker it never forked never started (it has no pid, and reads as
         exited); the ones it did fork live on (their pipes tell the pool when they end)."""
         self.alive = False
-        for forked in self.pending:
+        for forked in self.pending.values():
             forked.returncode = -signal.SIGKILL  # never forked: it never ran
         self.pending.clear()
 
@@ -294,9 +306,13 @@ def start_worker(memory_mb: int, spec: str, environment: int, together: int = 1)
         grow_pipe(tasks_write)
         try:
             process: Process = template.fork(memory_mb, spec, tasks_read, results_write)
-        except OSError:
+        except BaseException as e:
+            # Closed, a worker forked all the same (a signal's exception after the request went out)
+            # reads the end of its tasks and exits.
             for fd in (tasks_read, tasks_write, results_read, results_write):
                 os.close(fd)
+            if not isinstance(e, OSError):
+                raise
         else:
             os.close(tasks_read)
             os.close(results_write)
