@@ -120,23 +120,26 @@ def test_an_idle_worker_is_reused_only_with_the_environment_it_was_started_with(
 
 
 def test_no_module_a_worker_imports_reads_the_environment():
-    """What makes reusing a worker across environments safe (pool._WORKER_SETTINGS): none of proflake's
-    modules a worker process imports reads os.environ or getenv."""
+    """What makes reusing a worker, or its template, across environments safe (pool._WORKER_SETTINGS):
+    none of proflake's modules a worker process imports reads os.environ or getenv, whether it was
+    started alone (WORKER_BOOT) or forked from a template that imported its own loop first (TEMPLATE_BOOT)."""
+    import re
     import subprocess
     import sys
 
-    from proflake.workers.template import WORKER_BOOT as _BOOT
+    from proflake.workers.template_process import TEMPLATE_BOOT, WORKER_BOOT
 
-    listing = _BOOT.replace("from proflake.workers.worker import worker_main\nworker_main(int(sys.argv[1]), sys.argv[2])", (
-        "from proflake.workers import worker\nimport helpers.crashy, helpers.crashy_facts\n"
-        "print('\\n'.join(m.__file__ for n, m in sorted(sys.modules.items()) if n.startswith('proflake') and m.__file__))"))
-    assert listing != _BOOT
+    imports = [boot.splitlines()[-2] for boot in (WORKER_BOOT, TEMPLATE_BOOT)]
+    assert all(line.startswith("from proflake.workers.") for line in imports), imports
+    listing = WORKER_BOOT.rpartition(imports[0])[0] + "\n".join(imports) + (
+        "\nimport helpers.crashy, helpers.crashy_facts\n"
+        "print('\\n'.join(m.__file__ for n, m in sorted(sys.modules.items()) if n.startswith('proflake') and m.__file__))")
     done = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
-    files = done.stdout.split()
-    assert any(f.endswith(os.path.join("workers", "worker.py")) for f in files), files
-    sources = [Path(f).read_text() for f in files if f.endswith(".py")]
-    readers = [f for f, text in zip([f for f in files if f.endswith(".py")], sources) if "environ" in text or "getenv" in text]
+    files = [f for f in done.stdout.split() if f.endswith(".py")]
+    for module in ("worker.py", "template_process.py"):
+        assert any(f.endswith(os.path.join("workers", module)) for f in files), files
+    readers = [f for f in files if re.search(r"\benviron\b|getenv", Path(f).read_text())]
     assert readers == [], "a worker now reads its environment: add what it reads to pool._WORKER_SETTINGS"
 
 

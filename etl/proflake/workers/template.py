@@ -13,7 +13,8 @@ idle workers. The caller hands each worker its two pipe ends over a Unix socket 
 template answers with the worker's pid, and with its exit code once it has reaped it, so the pool sees
 a ``subprocess.Popen``-like handle (``ForkedProcess``). A template that dies, or a platform without
 ``fork`` and ``SCM_RIGHTS`` (``AVAILABLE``), costs nothing but the saving: the pool then starts each
-worker as its own interpreter, as before.
+worker as its own interpreter, as before. This module is the caller's side; the template's own loop is
+etl/proflake/workers/template_process.py, which is all of proflake a template imports besides the worker.
 """
 
 from __future__ import annotations
@@ -30,87 +31,13 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-AVAILABLE = hasattr(os, "fork") and hasattr(socket, "CMSG_LEN") and hasattr(socket, "SOCK_SEQPACKET")
-_MESSAGE_BYTES = 4096
+from proflake.workers.template_process import MESSAGE_BYTES, TEMPLATE_BOOT, WORKER_BOOT
 
-# A worker, and a template, loads ``proflake`` as a bare package: the package's __init__ imports the
-# query stack (DuckDB, deltalake, the API), which parsing never uses. And it hides pandas, which pyarrow
-# imports on its first conversion of a Python list just to ask whether the list is a pandas object.
-# Each saves ~40 MB per worker and a fraction of a second of its start. ``python -m
-# proflake.workers.worker`` runs the same loop with the full package.
-_HIDE_PANDAS = """
-import sys
-class NoPandas:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, NoPandas)
-"""
-WORKER_BOOT = _HIDE_PANDAS + "from proflake.workers.worker import worker_main\nworker_main(int(sys.argv[1]), sys.argv[2])\n"
-TEMPLATE_BOOT = _HIDE_PANDAS + "from proflake.workers.template import serve\nserve(int(sys.argv[1]))\n"
+AVAILABLE = hasattr(os, "fork") and hasattr(socket, "CMSG_LEN") and hasattr(socket, "SOCK_SEQPACKET")
 # The kernel's pipe buffer holds a whole chunk, so handing a worker its next chunk while it parses
 # the current one never blocks the parent (Linux; elsewhere the default size only costs overlap).
 PIPE_BYTES = 1024 * 1024
 Process = Any  # subprocess.Popen or ForkedProcess: poll(), wait(timeout), kill(), returncode, pid
-
-
-def serve(control_fd: int) -> None:
-    """The template's loop (in its own process): fork a worker per request until the caller goes."""
-    from proflake.workers.worker import worker_main  # the imports every forked worker shares
-
-    control = socket.socket(fileno=control_fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle, and its workers'
-
-    def reap(signum: int, frame: object) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            try:  # never blocks: a caller that stopped reading loses exit codes, not its template
-                control.send(pickle.dumps(("exited", pid, os.waitstatus_to_exitcode(status))), socket.MSG_DONTWAIT)
-            except OSError:
-                pass
-
-    signal.signal(signal.SIGCHLD, reap)
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(control, _MESSAGE_BYTES, 2)
-        except OSError:
-            return
-        if not message:
-            return  # the caller closed its end
-        number, memory_mb, spec, path = pickle.loads(message)
-        pid = os.fork()
-        if pid == 0:
-            sys.path[:] = path  # the caller's, as a worker started now would get it (PYTHONPATH)
-            _become_worker(control, fds, memory_mb, spec, worker_main)
-        for fd in fds:
-            os.close(fd)
-        control.send(pickle.dumps(("forked", number, pid)))
-
-
-def _become_worker(control: socket.socket, fds: list[int], memory_mb: int, spec: str, worker_main: Any) -> None:
-    code = 1
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a worker started on its own
-        control.close()
-        os.dup2(fds[0], 0)
-        os.dup2(fds[1], 1)
-        for fd in fds:
-            os.close(fd)
-        worker_main(memory_mb, spec)
-        code = 0
-    except BaseException:  # noqa: BLE001 - a worker's death is its exit code, as for one started alone
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        os._exit(code)
 
 
 class Template:
@@ -167,7 +94,7 @@ class Template:
         try:
             while True:
                 try:
-                    message = self.control.recv(_MESSAGE_BYTES)
+                    message = self.control.recv(MESSAGE_BYTES)
                 except (BlockingIOError, TimeoutError):
                     return heard
                 if not message:
