@@ -5,6 +5,7 @@ the saving; a fork of the caller never talks to the caller's template."""
 from __future__ import annotations
 
 import os
+import pickle
 import select
 import signal
 
@@ -187,3 +188,52 @@ def _alive_child(pid: int, parent: int) -> bool:
     except OSError:
         return False
     return int(fields[1]) == parent and fields[0] != "Z"
+
+
+class _InterruptedSocket:
+    """A template's socket on which a signal's exception (Ctrl-C; SIGTERM's Terminated, cli/signals.py)
+    lands just after the first read that returns a "forked" answer ("read"), or just before the read that
+    follows it ("noted")."""
+
+    def __init__(self, real, when: str) -> None:
+        self.real, self.when, self.answered = real, when, False
+
+    def recv(self, *args):
+        if self.answered and self.when == "noted":
+            self.when = ""
+            raise KeyboardInterrupt
+        message = self.real.recv(*args)
+        if message and pickle.loads(message)[0] == "forked" and not self.answered:
+            self.answered = True
+            if self.when == "read":
+                raise KeyboardInterrupt
+        return message
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("when", ["read", "noted"])
+def test_a_signal_landing_as_an_answer_is_read_loses_no_pid(own_environment, when):
+    """A signal's exception raised just after the caller read the template's answer, before noting it,
+    must not lose it: the worker would have no pid, and killing it (the pool's clean-up after that very
+    signal) would wait for the answer forever, a hang at exit. An answer read again after it was noted
+    changes nothing (the worker is not killed, its pid is the same)."""
+    _run([b"ok"], workers=1)
+    forked = template._TEMPLATES[own_environment]
+    real = forked.control
+    process, tasks, results = template.start_worker(512, "helpers.crashy:parse", own_environment, together=2)
+    forked.control = _InterruptedSocket(real, when)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in range(30):  # the template answers once it has forked the worker
+                forked.drain(1.0)
+    finally:
+        forked.control = real
+    if process.known_pid is None:
+        forked.drain(5.0)  # the answer is still there to be read: at once
+    assert process.known_pid is not None and _parent_of(process.pid) == forked.process.pid
+    assert process.poll() is None  # not killed by an answer read twice
+    tasks.close()
+    results.close()
+    assert process.wait(timeout=30) >= 0  # it ends by itself once its pipes close, and its template says so

@@ -61,6 +61,7 @@ class Template:
         # cli/signals.py) may land between sending a request and noting it: the answers must not shift.
         self.pending: dict[int, ForkedProcess] = {}
         self.requests = 0
+        self.answered = 0  # the number of the last request whose answer is noted
         self.exited: dict[int, int] = {}
         self.alive = True
         self.lock = threading.Lock()  # one conversation: requests and their answers stay in order
@@ -89,35 +90,42 @@ class Template:
             return self._drain(timeout)
 
     def _drain(self, timeout: float | None) -> bool:
+        # Each answer is peeked at, noted, and only then taken off the socket: a signal's exception
+        # (cli/signals.py) raised between reading an answer and noting it must not lose it (a worker whose
+        # pid never comes would be waited for forever), and one raised after noting it leaves it to be read
+        # again, which changes nothing (_note).
         self.control.settimeout(timeout)
         heard = False
         try:
             while True:
                 try:
-                    message = self.control.recv(MESSAGE_BYTES)
+                    message = self.control.recv(MESSAGE_BYTES, socket.MSG_PEEK)
                 except (BlockingIOError, TimeoutError):
                     return heard
                 if not message:
                     raise EOFError
                 heard = True
-                said = pickle.loads(message)
-                if said[0] == "forked":
-                    self._forked(said[1], said[2])
-                else:
-                    self.exited[said[1]] = said[2]
+                self._note(pickle.loads(message))
                 self.control.settimeout(0.0)
+                self.control.recv(MESSAGE_BYTES)
         except (EOFError, OSError):
             self.dead()
             return heard
 
-    def _forked(self, number: int, pid: int) -> None:
-        forked = self.pending.pop(number, None)
-        if forked is None:  # asked for by a fork() a signal cut short: nobody holds its pipes
-            os.kill(pid, signal.SIGKILL)
+    def _note(self, said: tuple) -> None:
+        if said[0] == "exited":
+            self.exited[said[1]] = said[2]
             return
-        forked.known_pid = pid
+        number, pid = said[1], said[2]
+        if number <= self.answered:
+            return  # noted already: read again after a signal cut its draining short
+        forked = self.pending.get(number)  # there: fork() notes each request before sending it
+        if forked is not None:
+            forked.known_pid = pid
         for earlier in [n for n in self.pending if n < number]:  # answered in turn: never received
-            self.pending.pop(earlier).returncode = -signal.SIGKILL
+            self.pending[earlier].returncode = -signal.SIGKILL
+        self.pending = {n: f for n, f in self.pending.items() if n > number}
+        self.answered = number
 
     def dead(self) -> None:
         """The template is gone: a worker it never forked never started (it has no pid, and reads as
