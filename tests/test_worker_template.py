@@ -8,6 +8,7 @@ import os
 import pickle
 import select
 import signal
+import threading
 
 import pytest
 from proflake.workers import template
@@ -98,6 +99,32 @@ def test_a_template_dead_before_it_forks_is_replaced_by_a_worker_started_alone(o
     results, processes = _run([b"ok-%d" % i for i in range(4)], workers=1)
     assert sorted(results) == list(range(4)) and all(r["profiler"] == "cprofile" for r in results.values())
     assert processes and all(not isinstance(p, template.ForkedProcess) for p in processes)
+
+
+def test_killing_a_worker_of_a_stuck_template_gives_the_template_up(own_environment, monkeypatch):
+    """A template stuck in its imports never answers. Killing a worker asked of it (the pool does when a
+    worker is not ready within 120 s) must not wait for that worker's pid forever: the template is given
+    up, and the worker reads as never started."""
+    real = template.Template.__init__
+
+    def stuck(self, command, env):
+        real(self, [command[0], "-c", "import signal; signal.pause()", "--"], env)  # never reads a request
+
+    monkeypatch.setattr(template.Template, "__init__", stuck)
+    monkeypatch.setattr(template, "ANSWER_WAIT_S", 0.5)
+    process, tasks, results = template.start_worker(512, "helpers.crashy:parse", own_environment, together=2)
+    given_up = template._TEMPLATES.pop(own_environment)
+    try:
+        killer = threading.Thread(target=process.kill, daemon=True)
+        killer.start()
+        killer.join(30)
+        assert not killer.is_alive(), "kill() still waits for a pid the stuck template will never say"
+        assert not given_up.alive and process.poll() == -signal.SIGKILL
+    finally:
+        tasks.close()
+        results.close()
+        given_up.process.kill()
+        given_up.process.wait()
 
 
 def test_a_fork_of_the_caller_starts_its_own_template_and_never_uses_the_caller_s_workers(own_environment):

@@ -38,6 +38,10 @@ AVAILABLE = hasattr(os, "fork") and hasattr(socket, "CMSG_LEN") and hasattr(sock
 # the current one never blocks the parent (Linux; elsewhere the default size only costs overlap).
 PIPE_BYTES = 1024 * 1024
 Process = Any  # subprocess.Popen or ForkedProcess: poll(), wait(timeout), kill(), returncode, pid
+# How long killing a forked worker waits for the template to say its pid. The template says it right
+# after the fork, so only a worker killed before it was forked (the template still importing, or stuck:
+# the pool kills a worker not ready within 120 s) or the moment it was, waits at all.
+ANSWER_WAIT_S = 10.0
 
 
 class Template:
@@ -156,11 +160,19 @@ class ForkedProcess:
     @property
     def pid(self) -> int | None:
         """Its process id (waiting for the template's answer); None if it was never forked."""
-        while self.known_pid is None and self.returncode is None and self.template.alive:
-            # The template answers each request in turn, once it has done its imports.
-            if not self.template.drain(0.5) and self.template.process.poll() is not None:
-                self.template.dead()
+        self._answer(None)
         return self.known_pid
+
+    def _answer(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` (None: as long as the template lives) for the template's answer."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.known_pid is None and self.returncode is None and self.template.alive:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            # The template answers each request in turn, once it has done its imports.
+            if not self.template.drain(0.5 if left is None else min(left, 0.5)) and self.template.process.poll() is not None:
+                self.template.dead()
 
     def poll(self) -> int | None:
         if self.returncode is None and self.template.alive:
@@ -184,7 +196,13 @@ class ForkedProcess:
         return self.returncode  # type: ignore[return-value]
 
     def kill(self) -> None:
-        pid = self.pid
+        """SIGKILL it, once the template has said its pid. A template that has not answered within
+        ANSWER_WAIT_S is taken to be stuck and given up (``Template.dead``; the next start replaces it):
+        the worker, if it is ever forked, finds its pipes closed and exits."""
+        self._answer(ANSWER_WAIT_S)
+        if self.known_pid is None and self.returncode is None and self.template.alive:
+            self.template.dead()
+        pid = self.known_pid
         if pid is not None and self.poll() is None:
             try:
                 os.kill(pid, signal.SIGKILL)  # its exit code is not in, so the template has not reaped it
