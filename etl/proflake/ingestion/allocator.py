@@ -15,7 +15,7 @@ _R = TypeVar("_R")
 
 
 def _on_system_allocator(run: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run with Arrow allocating from the C library's malloc, as the parse workers do (etl/proflake/workers/pool.py),
+    """Run with Arrow allocating from the C library's malloc, as the parse workers do (etl/proflake/workers/template.py),
     unless ARROW_DEFAULT_MEMORY_POOL chooses otherwise. pyarrow's default, mimalloc, kept ~10 MB more
     at each write of the run's interval rows, which comes on top of the workers' own peak (process
     tree peak, 1 worker: 317 -> 307 MB at 10k files, 333 -> 317 MB at 100k). Buffers remember the
