@@ -204,8 +204,15 @@ class SparkPool:
 
     def _run(self, spark: SparkSession, slices: list[_Slice]) -> Iterator[ChunkResult]:
         started = time.perf_counter()
-        rows = [(s.number, pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL)) for s in slices]
-        frame = spark.createDataFrame(rows, "slice INT, payload BINARY")
+        import pyarrow as pa
+
+        # Handed over as Arrow: a list of rows would be pickled through an RDD whose Python tasks start
+        # a second Python daemon on every executor (one more interpreter and its workers, ~2 s of CPU)
+        # beside the one mapInArrow's tasks use.
+        frame = spark.createDataFrame(pa.table({
+            "slice": pa.array([s.number for s in slices], pa.int32()),
+            "payload": pa.array([pickle.dumps(s, protocol=pickle.HIGHEST_PROTOCOL) for s in slices], pa.binary()),
+        }))
         # One slice per partition, so each is a task of its own (range bounds over distinct numbers).
         frame = frame.repartitionByRange(len(slices), "slice")
         try:
