@@ -201,6 +201,16 @@ def executor_environment(spark, values: dict[str, str]) -> Iterator[None]:
         environment.update(before)
 
 
+def python_daemons(spark) -> set[int]:
+    """The pids of the Python daemons Spark's JVM runs (one per worker environment in use)."""
+    import psutil
+    from pyspark import SparkContext
+
+    assert spark.sparkContext is SparkContext._active_spark_context
+    jvm = psutil.Process(SparkContext._gateway.proc.pid)
+    return {p.pid for p in jvm.children() if "pyspark.daemon" in p.cmdline()}
+
+
 @pytest.fixture
 def executor_credentials(s3, spark, monkeypatch):
     """The credentials of the test's S3 user for the driver (environment) and for Spark's Python
@@ -339,8 +349,12 @@ def test_a_retried_task_leaves_nothing_doubled_and_its_first_attempt_s_files_are
 
     store, attempts = tmp_path / "store", tmp_path / "attempts"
     attempts.mkdir()
-    with executor_environment(spark, {"PROFLAKE_FAIL_SPARK_TASKS": str(attempts)}):
+    before = python_daemons(spark)
+    with executor_environment(spark, {"PROFLAKE_FAIL_SPARK_TASKS": str(attempts)}):  # a new environment: its own daemon
         report = ingest(str(jobs), str(store), executor=SparkPool(spark, min_files=0))
+    # The slices reach Spark as Arrow: mapInArrow's tasks are its only Python ones (a list of rows went
+    # through an RDD whose Python tasks started a second daemon and its workers).
+    assert len(python_daemons(spark) - before) == 1
     assert [f.kind for f in report.failed] == ["cprofile"]  # the damaged file, quarantined; nothing else failed
     assert sorted(p.name for p in attempts.iterdir()) == ["slice-0"], "the slice's first attempt failed"
     assert snapshot(str(store)) == snapshot(str(native[2]))
