@@ -208,7 +208,14 @@ def python_daemons(spark) -> set[int]:
 
     assert spark.sparkContext is SparkContext._active_spark_context
     jvm = psutil.Process(SparkContext._gateway.proc.pid)
-    return {p.pid for p in jvm.children() if "pyspark.daemon" in p.cmdline()}
+    daemons = set()
+    for child in jvm.children():
+        try:
+            if "pyspark.daemon" in child.cmdline():
+                daemons.add(child.pid)
+        except psutil.Error:  # ended (a zombie not yet reaped, or gone) since it was listed: not a daemon
+            continue
+    return daemons
 
 
 @pytest.fixture
