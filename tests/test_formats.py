@@ -170,6 +170,20 @@ def test_malformed_files_are_refused_in_one_sentence(fmt, data, says):
     assert says in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_a_frame_name_that_is_not_utf8_keeps_its_file():
+    """austin reads frame names from its child's memory and can catch one being written: that frame reads
+    with U+FFFD for its bad bytes, and every other frame and every sample's time are kept."""
+    good = b"P1;T0:1;/a/train.py:train:12;/a/train.py:forward:3 1000\n"
+    garbled = b"P1;T0:1;/a/train.py:train:12;p\r\xb9k\x8e\x7f:<module>:3 500\n"
+    parsed = parse_stats("austin", b"# austin: 3.7.0\n# mode: wall\n# interval: 1000\n" + good + garbled)
+    assert parsed.summary["profiled_seconds"] == pytest.approx(0.0015) and parsed.summary["session_sample_count"] == 2
+    frames = {(f["filename"], f["function_name"]): f for f in parsed.facts["pyinstrument_frames"].to_pylist()}
+    assert frames[("/a/train.py", "train")]["time"] == pytest.approx(0.0015)
+    assert frames[("/a/train.py", "forward")]["self_time"] == pytest.approx(0.001)
+    # The "\r" stays inside the name: lines end at "\n" only.
+    assert frames[("p\r\ufffdk\ufffd\x7f", "<module>")]["self_time"] == pytest.approx(0.0005)
+
+
 # -- ingested from a training loop's folders, and answered ----------------------------------------------
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:

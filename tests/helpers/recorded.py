@@ -114,7 +114,7 @@ def recorded() -> Recorded:
 def collapsed_lines(path: Path) -> list[tuple[str, float]]:
     """(stack, weight) of each line of a collapsed-stacks file, comments left out."""
     out = []
-    for line in path.read_text().splitlines():
+    for line in path.read_bytes().decode("utf-8", errors="replace").split("\n"):  # as proflake reads them (readers/collapsed.py)
         if line.strip() and not line.startswith("#"):
             stack, _, weight = line.rstrip().rpartition(" ")
             out.append((stack, float(weight.split(",")[0])))

@@ -47,7 +47,8 @@ def detect(head: bytes) -> Format | None:
 
 def _detect_text(head: bytes) -> Format | None:
     text = head.decode("utf-8", errors="replace")
-    lines = text.splitlines()[:-1] if len(head) >= HEAD_BYTES else text.splitlines()
+    lines = text.split("\n")  # as the collapsed reader splits them (a name may hold a "\r")
+    lines = lines[:-1] if len(head) >= HEAD_BYTES else lines
     if any(line.startswith("# austin:") for line in lines[:5]):
         return FORMATS["austin"]
     stack_lines = [line.rstrip() for line in lines if line.strip() and not line.startswith("#")]
