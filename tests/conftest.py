@@ -21,6 +21,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "bounded"))
 INTEGRATION_MODULES = {"test_bench", "test_install", "test_s3", "test_s3_faults", "test_signals", "test_decoder_sanitized"}
 # Modules that use the session's Spark: scheduled on one xdist worker, so the run starts one JVM.
 SPARK_MODULES = {"test_spark", "test_spark_ingest", "test_time_zones"}
+# Modules that use the session's chromium (the browser fixture): on one xdist worker, one browser a run
+# (each launch with playwright's driver is ~0.9 s of CPU).
+BROWSER_MODULES = {"test_report_browser", "test_diff_browser", "test_trend_browser", "test_page_numbers_browser"}
 # Tests elsewhere that kill or pause real ingest processes; any test on the S3 server or Spark (the s3 and
 # spark fixtures) is integration too.
 INTEGRATION_TESTS = {
@@ -48,14 +51,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """bin/test runs pytest -n auto: each module's tests go to one xdist worker, in their order, so its
     module-scoped stores are built once, not once per worker, and smdebug's ported tests (one case reads
     what an earlier case uploaded) keep their order; the Spark modules share a worker, so the run starts
-    one JVM, not one per worker (~6 s of CPU each, and 1 GB). (xdist's own --dist loadgroup marks do not
-    reach its scheduler under pytest 9.2, which no longer reads the node id xdist rewrites.)"""
+    one JVM, not one per worker (~6 s of CPU each, and 1 GB), and so do the browser modules (one chromium).
+    (xdist's own --dist loadgroup marks do not reach its scheduler under pytest 9.2, which no longer reads
+    the node id xdist rewrites.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return "spark" if Path(module).stem in SPARK_MODULES else module
+            stem = Path(module).stem
+            return "spark" if stem in SPARK_MODULES else "browser" if stem in BROWSER_MODULES else module
 
     return ByModule(config, log)
 
@@ -80,6 +85,21 @@ def spark(tmp_path_factory):
     session = start_session(str(tmp_path_factory.mktemp("spark")))
     yield session
     stop_session(session)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium, headless, driven by playwright (its own browser download is never used): one per
+    test run, shared by the browser modules (BROWSER_MODULES), each test opening pages of its own."""
+    chromium = "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        pytest.fail(f"{chromium} is missing: run bin/setup-test (bin/test does) and re-run", pytrace=False)
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
 
 
 @pytest.fixture(scope="session")

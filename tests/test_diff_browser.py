@@ -14,7 +14,7 @@ from proflake import numbers
 from proflake.query.profiles import Profiles
 from test_diff_report import pyinstrument_store  # noqa: F401 - a fixture
 from test_diff_sides import EARLY, LATE, T0, drift  # noqa: F401 - drift is a fixture
-from test_report_browser import ROOT, Page, browser  # noqa: F401 - the browser fixture
+from test_report_browser import ROOT, Page
 
 pytestmark = pytest.mark.integration
 

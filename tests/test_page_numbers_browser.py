@@ -15,7 +15,7 @@ import pytest
 from proflake import numbers
 from proflake.ingestion.batch import ingest
 from proflake.query.profiles import Profiles
-from test_report_browser import ROOT, Page, browser  # noqa: F401 - the browser fixture
+from test_report_browser import ROOT, Page
 
 pytestmark = pytest.mark.integration
 
@@ -78,13 +78,13 @@ def shoot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-def open_page(browser, path: Path) -> Page:  # noqa: F811
+def open_page(browser, path: Path) -> Page:
     view = Page(browser, path.as_uri())
     view.page.wait_for_selector("body[data-ready='1']", timeout=15000)
     return view
 
 
-def test_report_tables_write_numbers_as_proflake_numbers_does(browser, store, tmp_path):  # noqa: F811
+def test_report_tables_write_numbers_as_proflake_numbers_does(browser, store, tmp_path):
     result = Profiles(str(store)).fetch("by_job_phase", job="run-a")
     view = open_page(browser, result.report().write(tmp_path / "report.html"))
     page = view.page
@@ -109,7 +109,7 @@ def test_report_tables_write_numbers_as_proflake_numbers_does(browser, store, tm
     assert view.errors == [] and view.outside() == []
 
 
-def test_diff_table_numbers_and_a_readable_function_column_at_1400_px(browser, store, tmp_path):  # noqa: F811
+def test_diff_table_numbers_and_a_readable_function_column_at_1400_px(browser, store, tmp_path):
     result = Profiles(str(store)).diff("run-a", "run-b")
     view = open_page(browser, result.report().write(tmp_path / "diff.html"))
     page = view.page
@@ -150,7 +150,7 @@ def test_diff_table_numbers_and_a_readable_function_column_at_1400_px(browser, s
     assert view.errors == [] and view.outside() == []
 
 
-def test_the_pages_port_of_proflake_numbers_writes_what_python_writes(browser, store, tmp_path):  # noqa: F811
+def test_the_pages_port_of_proflake_numbers_writes_what_python_writes(browser, store, tmp_path):
     """common.js's seconds, percent, count and pval against proflake.numbers over values of every magnitude
     (random mantissas from 1 ns to 10^5 s and the rounding edges)."""
     rng = np.random.default_rng(5)
@@ -170,7 +170,7 @@ def test_the_pages_port_of_proflake_numbers_writes_what_python_writes(browser, s
     assert view.errors == []
 
 
-def test_the_step_timeline_of_6_nodes_and_300_steps_is_readable(browser, store, tmp_path):  # noqa: F811
+def test_the_step_timeline_of_6_nodes_and_300_steps_is_readable(browser, store, tmp_path):
     result = Profiles(str(store)).fetch("by_job_phase", job="wide")
     view = open_page(browser, result.report().write(tmp_path / "wide.html"))
     page = view.page

@@ -9,7 +9,6 @@ pytest); a test never installs anything, and fails saying to run bin/setup-test 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -22,19 +21,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / ".artifacts" / "report"
-CHROMIUM = "/usr/bin/chromium"
 SECTIONS = ("overview", "timeline", "phases", "functions", "flame", "nodes")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: run bin/setup-test (bin/test does) and re-run", pytrace=False)
-    from playwright import sync_api
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

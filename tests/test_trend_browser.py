@@ -15,7 +15,7 @@ from proflake.numbers import p_value, percent, seconds
 from proflake.pages import build_trend_report
 from proflake.query.profiles import Profiles
 from proflake.query.trend import TrendResult
-from test_report_browser import ROOT, Page, browser  # noqa: F401 - the browser fixture
+from test_report_browser import ROOT, Page
 from test_trend_page import stores  # noqa: F401 - the fixture: "mixed" and "steady" on both profilers
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def shoot(page, name: str, selector: str | None = None) -> None:
         page.locator(selector).screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
-def open_page(browser, report, path) -> Page:  # noqa: F811
+def open_page(browser, report, path) -> Page:
     view = Page(browser, report.write(path).as_uri())
     view.page.wait_for_selector("body[data-ready='1']", timeout=15000)
     return view
@@ -134,7 +134,7 @@ def test_with_no_change_points_the_page_says_so(browser, stores, tmp_path):  # n
     assert view.errors == [] and view.outside() == []
 
 
-def test_hundreds_of_jobs_keep_their_labels_apart_and_a_change_past_the_cap_names_its_command(browser, tmp_path):  # noqa: F811
+def test_hundreds_of_jobs_keep_their_labels_apart_and_a_change_past_the_cap_names_its_command(browser, tmp_path):
     """A hand-made result of 400 jobs (no store: with max_diffs=0 the page diffs nothing) and one change."""
     n = 400
     jobs = [f"nightly-{j:04d}" for j in range(n)]
