@@ -112,4 +112,4 @@ SELECT
     base_calls,
     head_calls
 FROM joined
-ORDER BY abs(head_self - base_self) DESC, function;
+ORDER BY ranked(abs(head_self - base_self)) DESC, function;

@@ -14,8 +14,14 @@
 --       the wanted steps matches; one reaching outside them does not; on a boundary step the phases
 --       decide (starting at stepend/forwardpassend needs the same start phase; ending at stepstart
 --       needs the same end phase).
+--   ranked(seconds)
+--       a time rounded to 12 significant digits, to order by (proflake.numbers.ranked, in SQL): sums of the
+--       same times added in another order (DuckDB and Spark add in parallel; a roll-up adds per job first)
+--       differ in their last bits, so two functions with equal totals would swap places from one answer
+--       to the next. Rounded, they tie, and the name that breaks ties decides.
 --   sort_value(sort, cumtime, tottime, ncalls, pcalls)
---       the value a roll-up orders by for a --sort key (cumtime, tottime, ncalls, pcalls), as a DOUBLE.
+--       the value a roll-up orders by for a --sort key (cumtime, tottime, ncalls, pcalls), as a DOUBLE;
+--       times are ranked().
 --   mode_rank(mode), job_phase_rank(job_phase)
 --       smdebug's enum order, for sorting: train, eval, predict, global, prestepzero, posthookclose;
 --       initialization, training_loop, finalization, whole_job.
@@ -47,12 +53,21 @@ CREATE OR REPLACE MACRO in_step_interval(
         )
     END;
 
+-- The scale is a power of ten computed per value (round's own digits argument must be a constant in
+-- Spark); values too small or large for that scale to be finite, and NULL, are returned as they are.
+CREATE OR REPLACE MACRO ranked(seconds) AS
+    CASE
+        WHEN seconds IS NULL OR abs(seconds) < 1e-200 OR abs(seconds) > 1e200 THEN CAST(seconds AS DOUBLE)
+        ELSE round(seconds * pow(10, 11 - floor(log10(abs(seconds)))))
+             / pow(10, 11 - floor(log10(abs(seconds))))
+    END;
+
 CREATE OR REPLACE MACRO sort_value(sort, cumtime, tottime, ncalls, pcalls) AS
     CASE sort
-        WHEN 'tottime' THEN CAST(tottime AS DOUBLE)
+        WHEN 'tottime' THEN ranked(CAST(tottime AS DOUBLE))
         WHEN 'ncalls' THEN CAST(ncalls AS DOUBLE)
         WHEN 'pcalls' THEN CAST(pcalls AS DOUBLE)
-        ELSE CAST(cumtime AS DOUBLE)
+        ELSE ranked(CAST(cumtime AS DOUBLE))
     END;
 
 CREATE OR REPLACE MACRO mode_rank(mode) AS

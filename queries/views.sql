@@ -181,7 +181,7 @@ SELECT
     job_id,
     job_phase,
     profiler,
-    row_number() OVER (PARTITION BY job_id, job_phase, profiler ORDER BY own_seconds DESC, function) AS rank,
+    row_number() OVER (PARTITION BY job_id, job_phase, profiler ORDER BY ranked(own_seconds) DESC, function) AS rank,
     function,
     function_name,
     filename,

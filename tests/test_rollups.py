@@ -7,6 +7,7 @@ ingest after anything (a kill included) leaves them behind the live intervals.
 from __future__ import annotations
 
 import json
+import marshal
 import signal
 import sys
 from pathlib import Path
@@ -92,6 +93,33 @@ def test_phase_rollups_answer_like_the_fact_tables(tmp_path, method):
     for group in one.groups():
         wanted = [p for key, paths in files.items() if key[0] == "job-1" and group_of(key) == group for p in paths]
         assert_same_pstats(one.to_pstats(group).stats, pstats_of(wanted))
+
+
+def test_equal_totals_summed_in_another_order_tie_and_the_name_decides(tmp_path):
+    """0.1 + 0.2 is 0.30000000000000004, not 0.3: a function whose times add up to another's in another
+    order must not outrank it by that last bit (roll-ups add per job first, DuckDB adds in parallel: a
+    roll-up answer and the facts' answer swapped two such functions in CI). Ranked times tie; the name
+    decides, in the fetch methods (roll-ups and facts, top N included) and in the top_functions view."""
+    job, root = JobBuilder(tmp_path / "src" / "job-1"), ("model.py", 1, "step")
+    for index, spent in enumerate([{"alpha": 0.3, "zeta": 0.1}, {"alpha": 0.0, "zeta": 0.2}]):
+        folder = job.stats_dir("cprofile", "algo-1", f"train-{index}-stepstart-{1000 * index}_train-{index}-stepend-{1000 * index + 900}")
+        folder.mkdir(parents=True)
+        stats = {(root[0], 2 + i, name): (1, 1, s, s, {root: (1, 1, s, s)}) for i, (name, s) in enumerate(spent.items())}
+        stats[root] = (1, 1, 0.0, 0.3, {})
+        (folder / "python_stats").write_bytes(marshal.dumps(stats))
+    store = tmp_path / "store"
+    ingest(str(tmp_path / "src"), str(store))
+    for answers in ("rollups", "facts"):
+        profiles = Profiles(str(store))
+        assert bool(profiles._phase_rollup_state()[0]) == (answers == "rollups")
+        for sort, top in (("cumtime", 2), ("tottime", 1)):  # the root is first by cumtime, last by tottime
+            answer = profiles.by_job_phase(job="job-1", sort=sort)
+            assert [n for n in answer.table["function_name"].to_pylist() if n != "step"] == ["alpha", "zeta"], (answers, sort)
+            first = profiles.by_job_phase(job="job-1", sort=sort, top=top)
+            assert [n for n in first.table["function_name"].to_pylist() if n != "step"] == ["alpha"], (answers, sort)
+        ranks = profiles.sql("SELECT function_name FROM top_functions WHERE rank <= 2 ORDER BY rank")
+        assert ranks["function_name"].to_pylist() == ["alpha", "zeta"], answers
+        drop_rollups(store, ["job-1"])
 
 
 def answers_like_the_facts(store: Path, jobs: list[str]) -> None:

@@ -21,7 +21,8 @@ def ranked(value: float) -> float:
     """``value`` rounded to 12 significant digits, to order by: sums of the same numbers added in another
     order (DuckDB adds in parallel; float addition is not associative) differ in their last bits, so two
     functions with equal totals would swap places from one fetch to the next. Rounded, they tie, and the
-    name that breaks ties decides. Infinities and NaN are returned as they are."""
+    name that breaks ties decides. Infinities and NaN are returned as they are. The SQL macro ``ranked``
+    (queries/macros.sql) applies the same rule in the fetch queries and views."""
     return float(f"{value:.12g}") if math.isfinite(value) else value
 
 

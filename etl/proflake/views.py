@@ -170,7 +170,7 @@ VIEWS: tuple[ViewSpec, ...] = (
         "Every function ranked by own time per job, job phase and profiler; filter `rank <= N` for a top N.",
         _cols(_JOB + _PHASE + """
             profiler string cprofile or pyinstrument.
-            rank int64 1 = most own time in the job phase (ties by function key).
+            rank int64 1 = most own time in the job phase (times to 12 significant digits; ties by function key).
             function string The function key, filename:lineno(function_name).
             function_name string The function's name.
             filename string Source file.

@@ -30,12 +30,28 @@ FROM (
       PARTITION BY node_id, start_mode, end_mode, job_phase
       ORDER BY CASE :sort
         WHEN 'tottime'
-        THEN CAST(tottime AS DOUBLE)
+        THEN CASE
+          WHEN CAST(tottime AS DOUBLE) IS NULL
+          OR ABS(CAST(tottime AS DOUBLE)) < 1e-200
+          OR ABS(CAST(tottime AS DOUBLE)) > 1e200
+          THEN CAST(CAST(tottime AS DOUBLE) AS DOUBLE)
+          ELSE ROUND(
+            CAST(tottime AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(tottime AS DOUBLE)))))
+          ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(tottime AS DOUBLE)))))
+        END
         WHEN 'ncalls'
         THEN CAST(total_calls AS DOUBLE)
         WHEN 'pcalls'
         THEN CAST(primitive_calls AS DOUBLE)
-        ELSE CAST(cumtime AS DOUBLE)
+        ELSE CASE
+          WHEN CAST(cumtime AS DOUBLE) IS NULL
+          OR ABS(CAST(cumtime AS DOUBLE)) < 1e-200
+          OR ABS(CAST(cumtime AS DOUBLE)) > 1e200
+          THEN CAST(CAST(cumtime AS DOUBLE) AS DOUBLE)
+          ELSE ROUND(
+            CAST(cumtime AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(cumtime AS DOUBLE)))))
+          ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(cumtime AS DOUBLE)))))
+        END
       END DESC, function NULLS LAST
     ) AS _window_0
   FROM (
@@ -78,11 +94,27 @@ ORDER BY
   ARRAY_POSITION(ARRAY('initialization', 'training_loop', 'finalization', 'whole_job'), job_phase) NULLS LAST,
   CASE :sort
     WHEN 'tottime'
-    THEN CAST(tottime AS DOUBLE)
+    THEN CASE
+      WHEN CAST(tottime AS DOUBLE) IS NULL
+      OR ABS(CAST(tottime AS DOUBLE)) < 1e-200
+      OR ABS(CAST(tottime AS DOUBLE)) > 1e200
+      THEN CAST(CAST(tottime AS DOUBLE) AS DOUBLE)
+      ELSE ROUND(
+        CAST(tottime AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(tottime AS DOUBLE)))))
+      ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(tottime AS DOUBLE)))))
+    END
     WHEN 'ncalls'
     THEN CAST(total_calls AS DOUBLE)
     WHEN 'pcalls'
     THEN CAST(primitive_calls AS DOUBLE)
-    ELSE CAST(cumtime AS DOUBLE)
+    ELSE CASE
+      WHEN CAST(cumtime AS DOUBLE) IS NULL
+      OR ABS(CAST(cumtime AS DOUBLE)) < 1e-200
+      OR ABS(CAST(cumtime AS DOUBLE)) > 1e200
+      THEN CAST(CAST(cumtime AS DOUBLE) AS DOUBLE)
+      ELSE ROUND(
+        CAST(cumtime AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(cumtime AS DOUBLE)))))
+      ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(cumtime AS DOUBLE)))))
+    END
   END DESC,
   function NULLS LAST

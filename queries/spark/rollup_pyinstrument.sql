@@ -31,12 +31,28 @@ FROM (
       PARTITION BY node_id, start_mode, end_mode, job_phase
       ORDER BY CASE :sort
         WHEN 'tottime'
-        THEN CAST(self_time AS DOUBLE)
+        THEN CASE
+          WHEN CAST(self_time AS DOUBLE) IS NULL
+          OR ABS(CAST(self_time AS DOUBLE)) < 1e-200
+          OR ABS(CAST(self_time AS DOUBLE)) > 1e200
+          THEN CAST(CAST(self_time AS DOUBLE) AS DOUBLE)
+          ELSE ROUND(
+            CAST(self_time AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(self_time AS DOUBLE)))))
+          ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(self_time AS DOUBLE)))))
+        END
         WHEN 'ncalls'
         THEN CAST(frames AS DOUBLE)
         WHEN 'pcalls'
         THEN CAST(frames AS DOUBLE)
-        ELSE CAST(total_time AS DOUBLE)
+        ELSE CASE
+          WHEN CAST(total_time AS DOUBLE) IS NULL
+          OR ABS(CAST(total_time AS DOUBLE)) < 1e-200
+          OR ABS(CAST(total_time AS DOUBLE)) > 1e200
+          THEN CAST(CAST(total_time AS DOUBLE) AS DOUBLE)
+          ELSE ROUND(
+            CAST(total_time AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(total_time AS DOUBLE)))))
+          ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(total_time AS DOUBLE)))))
+        END
       END DESC, function NULLS LAST
     ) AS _window_0
   FROM (
@@ -82,11 +98,27 @@ ORDER BY
   ARRAY_POSITION(ARRAY('initialization', 'training_loop', 'finalization', 'whole_job'), job_phase) NULLS LAST,
   CASE :sort
     WHEN 'tottime'
-    THEN CAST(self_time AS DOUBLE)
+    THEN CASE
+      WHEN CAST(self_time AS DOUBLE) IS NULL
+      OR ABS(CAST(self_time AS DOUBLE)) < 1e-200
+      OR ABS(CAST(self_time AS DOUBLE)) > 1e200
+      THEN CAST(CAST(self_time AS DOUBLE) AS DOUBLE)
+      ELSE ROUND(
+        CAST(self_time AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(self_time AS DOUBLE)))))
+      ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(self_time AS DOUBLE)))))
+    END
     WHEN 'ncalls'
     THEN CAST(frames AS DOUBLE)
     WHEN 'pcalls'
     THEN CAST(frames AS DOUBLE)
-    ELSE CAST(total_time AS DOUBLE)
+    ELSE CASE
+      WHEN CAST(total_time AS DOUBLE) IS NULL
+      OR ABS(CAST(total_time AS DOUBLE)) < 1e-200
+      OR ABS(CAST(total_time AS DOUBLE)) > 1e200
+      THEN CAST(CAST(total_time AS DOUBLE) AS DOUBLE)
+      ELSE ROUND(
+        CAST(total_time AS DOUBLE) * POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(total_time AS DOUBLE)))))
+      ) / POWER(10, 11 - FLOOR(LOG(10, ABS(CAST(total_time AS DOUBLE)))))
+    END
   END DESC,
   function NULLS LAST

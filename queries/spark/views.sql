@@ -258,7 +258,11 @@ SELECT
   profiler,
   ROW_NUMBER() OVER (
     PARTITION BY job_id, job_phase, profiler
-    ORDER BY own_seconds DESC, function NULLS LAST
+    ORDER BY CASE
+      WHEN own_seconds IS NULL OR ABS(own_seconds) < 1e-200 OR ABS(own_seconds) > 1e200
+      THEN CAST(own_seconds AS DOUBLE)
+      ELSE ROUND(own_seconds * POWER(10, 11 - FLOOR(LOG(10, ABS(own_seconds))))) / POWER(10, 11 - FLOOR(LOG(10, ABS(own_seconds))))
+    END DESC, function NULLS LAST
   ) AS rank,
   function,
   function_name,
