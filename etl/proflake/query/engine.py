@@ -247,7 +247,7 @@ class Engine:
 
     def _phase_rollup_state(self) -> tuple[set[str], set[str]]:
         con = self._connection_for("phase_fingerprints", "phase_built_from")
-        return rollups.fresh_jobs(con), set(rollups.live_fingerprints(con))
+        return rollups.fresh_jobs(con, lambda: self._connection_for("jobs_without_callers")), set(rollups.live_fingerprints(con))
 
     def aggregate(self, query: str, selected: pa.Table, params: dict[str, Any]) -> pa.Table:
         """Run queries/<query>.sql over selected intervals, with the roll-up parameters (rollup_parameters)."""

@@ -50,7 +50,7 @@ MERGE_QUERIES: dict[str, str] = {
 # text is noted too, so a proflake that fingerprints differently checks again.
 CHECKED_FILE = "_proflake/rollups-checked.json"
 _DECIDING_TABLES = ("intervals", *PHASE_TABLES)
-_RECIPE_VERSION = "1"  # raise when what makes a roll-up fresh changes outside phase_fingerprints.sql
+_RECIPE_VERSION = "2"  # raise when what makes a roll-up fresh changes outside phase_fingerprints.sql
 
 
 def _open_deciding(store: Store, opened: Mapping[str, DeltaTable]) -> dict[str, DeltaTable]:
@@ -116,11 +116,39 @@ def built_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, se
     return built
 
 
-def fresh_jobs(con: duckdb.DuckDBPyConnection) -> set[str]:
-    """Jobs whose rows in every phase table were built from exactly their live intervals."""
+def stale_jobs(
+    live: Mapping[str, str],
+    built: Mapping[str, Mapping[str, set[str]]],
+    facts: Callable[[], duckdb.DuckDBPyConnection],
+) -> dict[str, list[str]]:
+    """derived table -> the live jobs whose rows there were not built from exactly their live intervals.
+
+    A job whose cProfile intervals hold no caller edge (a job that ran nothing but empty steps) has no
+    phase_function_callers rows to carry a fingerprint: when its phase_function_stats rows are fresh, it
+    is fresh there too if its facts confirm it has no edge (queries/jobs_without_callers.sql, on
+    ``facts()``, a connection with the function_callers and intervals views, asked only then). Without
+    that, such a job read as stale forever: every ingest rebuilt it and 'proflake check' reported it."""
+    stale = {
+        name: sorted(job for job, fingerprint in live.items() if built[name].get(job) != {fingerprint})
+        for name in PHASE_TABLES
+    }
+    stats, callers = (stale[name] for name in PHASE_TABLES)
+    edgeless = [job for job in callers if job not in built["phase_function_callers"] and job not in stats]
+    if edgeless:
+        found = queries.run_named(facts(), "jobs_without_callers", {"job_ids": edgeless})
+        without = set(found["job_id"].to_pylist())
+        stale["phase_function_callers"] = [job for job in callers if job not in without]
+    return stale
+
+
+def fresh_jobs(
+    con: duckdb.DuckDBPyConnection, facts: Callable[[], duckdb.DuckDBPyConnection] | None = None
+) -> set[str]:
+    """Jobs whose rows in every phase table were built from exactly their live intervals (``facts``: as
+    ``stale_jobs``'s; ``con`` itself when it has those views)."""
     live = live_fingerprints(con)
-    built = built_fingerprints(con)
-    return {job for job, fingerprint in live.items() if all(built[name].get(job) == {fingerprint} for name in PHASE_TABLES)}
+    stale = stale_jobs(live, built_fingerprints(con), facts or (lambda: con))
+    return set(live).difference(*stale.values())
 
 
 def refresh_phase_rollups(
@@ -161,9 +189,19 @@ def refresh_phase_rollups(
         con.execute("SET threads = 1")
         live = live_fingerprints(con)
         built = built_fingerprints(con)
-        if all(built[name].get(job) == {fp} for name in PHASE_TABLES for job, fp in live.items()) and not any(
-            job not in live for name in PHASE_TABLES for job in built[name]
-        ):
+        facts: list[duckdb.DuckDBPyConnection] = []  # opened at most once, when a check needs the facts
+
+        def fact_views() -> duckdb.DuckDBPyConnection:
+            if not facts:
+                facts.append(with_facts())
+            return facts[0]
+
+        try:
+            stale_of = stale_jobs(live, built, fact_views)
+        finally:
+            for opened_facts in facts:
+                opened_facts.close()
+        if not any(stale_of.values()) and not any(job not in live for name in PHASE_TABLES for job in built[name]):
             if checked is not None:
                 _remember_checked(store, checked)
             return []
@@ -184,7 +222,7 @@ def refresh_phase_rollups(
         merged: set[str] = set()
         writes: list[tuple[str, pa.Table | None, list[str]]] = []
         for name, build in PHASE_TABLES.items():
-            stale = sorted(job for job, fingerprint in live.items() if built[name].get(job) != {fingerprint})
+            stale = stale_of[name]
             gone = sorted(job for job in built[name] if job not in live)
             if not stale and not gone:
                 continue
