@@ -79,3 +79,32 @@ def test_a_job_id_with_escape_sequences_is_escaped_in_the_one_line_error(tmp_pat
     result = CliRunner().invoke(cli, ["fetch", "by-step", "0", "1", "--job", "evil\x1b]0;pwned\x07", "--store", str(tmp_path / "store")])
     assert result.exit_code != 0 and "\x1b" not in result.stderr and "\x07" not in result.stderr
     assert "evil\\x1b]0;pwned\\x07" in result.stderr, result.stderr
+
+
+def test_ranked_ties_the_same_times_summed_in_another_order_in_python_and_in_sql():
+    """proflake.numbers.ranked and the SQL macro ranked (queries/macros.sql) both keep 12 significant
+    digits, so the report, the flame graph and the fetch queries all break such ties by name. (The macro
+    computes in binary floating point: a value exactly half-way at the 13th digit may round the other way
+    than Python's decimal rounding, each the same way every time.)"""
+    import duckdb
+    from proflake import sql as queries
+    from proflake.numbers import ranked
+
+    con = duckdb.connect()
+    queries.install_macros(con)
+    tied = [(0.1 + 0.2, 0.3), (1.8540000000000002e-06, 1.854e-06), (sum([0.7] * 10), 7.0), (-(0.1 + 0.2), -0.3),
+            (sum([1e-9] * 1000), 1e-6), (sum([0.1] * 36_000), 3600.0)]
+    for a, b in tied:
+        assert a != b and ranked(a) == ranked(b)
+        assert con.execute("SELECT ranked($a) = ranked($b), ranked($b) = $c", {"a": a, "b": b, "c": ranked(b)}).fetchone() == (True, True)
+    assert con.execute("SELECT ranked(0.0), ranked(NULL::DOUBLE), ranked(1e-300)").fetchone() == (0.0, None, 1e-300)
+
+
+def test_a_recursive_cycle_is_drawn_from_its_largest_function_and_a_tie_goes_to_the_first_key():
+    from proflake.render.callgraph import CallGraph
+
+    keys = [("model.py", 1, "alpha"), ("model.py", 2, "zeta")]  # each calls the other, nothing calls them
+    graph = CallGraph(keys, ["alpha", "zeta"], [0.1, 0.1], [0.3, 0.1 + 0.2], [(0, 1, 0.2, 1), (1, 0, 0.2, 1)])
+    assert graph.rooted_at() == ("alpha",)
+    graph = CallGraph(keys, ["alpha", "zeta"], [0.1, 0.1], [0.3, 0.31], [(0, 1, 0.2, 1), (1, 0, 0.2, 1)])
+    assert graph.rooted_at() == ("zeta",)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from proflake.numbers import ranked
+
 Key = tuple[str, int, str]  # (filename, lineno, function_name), pstats' function key
 
 
@@ -231,7 +233,7 @@ class CallGraph:
 
     def _root_entry(self, c: int) -> int:
         """The function a root component is drawn from: the one nothing called, or a cycle's largest."""
-        return max(self.members[c], key=lambda f: (self.cumtime[f], -len(self.callers[f])))
+        return max(self.members[c], key=lambda f: (ranked(self.cumtime[f]), -len(self.callers[f])))
 
     def _node(self, c: int, g: int, f: int, scale: float, value: float) -> Node:
         node = Node(self.keys[f], self.names[f], value, scale * self.own[f], estimated=not self._exact[f])
@@ -270,13 +272,13 @@ class CallGraph:
     def rooted_at(self) -> tuple[str, ...]:
         """The roots that have callers: recursive cycles entered from outside the profile, largest first."""
         cycles = [c for c, m in enumerate(self.members) if not self.entering[c] and (len(m) > 1 or self.callers[m[0]])]
-        cycles.sort(key=lambda c: -self.seconds[c])
+        cycles.sort(key=lambda c: -ranked(self.seconds[c]))
         return tuple(self.names[self._root_entry(c)] for c in cycles if self.seconds[c] > 0)
 
     def best_caller(self) -> dict[Key, Key]:
         out = {}
         for f, callers in enumerate(self.callers):
             if callers:
-                e = max(callers, key=lambda e: (self.edges[e][2], self.edges[e][3]))
+                e = max(callers, key=lambda e: (ranked(self.edges[e][2]), self.edges[e][3]))
                 out[self.keys[f]] = self.keys[self.edges[e][0]]
         return out
