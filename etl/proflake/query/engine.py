@@ -241,13 +241,27 @@ class Engine:
         whole jobs (no source prefix) whose phase roll-ups were built from their live intervals."""
         if params.get("method") not in ("by_training_phase", "by_job_phase") or params["source_prefix"] is not None:
             return False
-        fresh, live = self._memoised(("phase_rollups",), lambda: self._phase_rollup_state())
+        fresh, edgeless, live = self._memoised(("phase_rollups",), self._phase_rollup_candidates)
         wanted = live if params["job_ids"] is None else set(params["job_ids"])
+        unsure = frozenset(wanted & edgeless)  # fresh if their facts hold no caller edge: asked only for them
+        if unsure:
+            fresh = fresh | self._memoised(("phase_rollups", unsure), lambda: unsure - self._jobs_with_callers(unsure))
         return wanted <= fresh
 
-    def _phase_rollup_state(self) -> tuple[set[str], set[str]]:
+    def _phase_rollup_candidates(self) -> tuple[set[str], set[str], set[str]]:
+        """(jobs with fresh phase roll-ups, jobs fresh if they have no caller edge, every job with cProfile intervals)."""
         con = self._connection_for("phase_fingerprints", "phase_built_from")
-        return rollups.fresh_jobs(con, lambda: self._connection_for("jobs_without_callers")), set(rollups.live_fingerprints(con))
+        live = rollups.live_fingerprints(con)
+        fresh, edgeless = rollups.fresh_and_edgeless(live, rollups.built_fingerprints(con))
+        return fresh, edgeless, set(live)
+
+    def _jobs_with_callers(self, jobs: frozenset[str]) -> set[str]:
+        return rollups.jobs_with_callers(self._connection_for("intervals_of_jobs", "jobs_with_callers"), jobs)
+
+    def _phase_rollup_state(self) -> tuple[set[str], set[str]]:
+        """(every job whose phase roll-ups answer, every job with cProfile intervals): for tests and checks."""
+        fresh, edgeless, live = self._phase_rollup_candidates()
+        return fresh | (edgeless - self._jobs_with_callers(frozenset(edgeless)) if edgeless else set()), live
 
     def aggregate(self, query: str, selected: pa.Table, params: dict[str, Any]) -> pa.Table:
         """Run queries/<query>.sql over selected intervals, with the roll-up parameters (rollup_parameters)."""

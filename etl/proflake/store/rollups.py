@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -116,29 +116,51 @@ def built_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, se
     return built
 
 
+def fresh_and_edgeless(live: Mapping[str, str], built: Mapping[str, Mapping[str, set[str]]]) -> tuple[set[str], set[str]]:
+    """(the live jobs whose rows in every phase table were built from exactly their live intervals, the
+    live jobs whose phase_function_stats rows were but which have no phase_function_callers row).
+
+    A job whose cProfile intervals hold no caller edge (a job that profiled nothing but empty steps) has
+    no phase_function_callers rows to carry a fingerprint: a job of the second set is fresh too when its
+    facts hold no edge (``jobs_with_callers``). Without that check such a job read as stale forever:
+    every ingest rebuilt it, 'proflake check' reported it, and fetches fell back to the facts."""
+    stats, callers = PHASE_TABLES
+    fresh, edgeless = set(), set()
+    for job, fingerprint in live.items():
+        if built[stats].get(job) == {fingerprint}:
+            if built[callers].get(job) == {fingerprint}:
+                fresh.add(job)
+            elif job not in built[callers]:
+                edgeless.add(job)
+    return fresh, edgeless
+
+
+def jobs_with_callers(con: duckdb.DuckDBPyConnection, jobs: Collection[str]) -> set[str]:
+    """Those of ``jobs`` with a function_callers row in one of their live cProfile intervals (``con``: a
+    connection with the intervals and function_callers views; queries/jobs_with_callers.sql)."""
+    wanted = sorted(jobs)
+    rows = queries.run_named(con, "intervals_of_jobs", {"job_ids": wanted})
+    starts = [s for s, profiler in zip(rows["start_time_us"].to_pylist(), rows["profiler"].to_pylist()) if profiler == "cprofile"]
+    if not starts:
+        return set()
+    span = {"job_ids": wanted, "min_start_time_us": min(starts), "max_start_time_us": max(starts)}
+    return set(queries.run_named(con, "jobs_with_callers", span)["job_id"].to_pylist())
+
+
 def stale_jobs(
     live: Mapping[str, str],
     built: Mapping[str, Mapping[str, set[str]]],
     facts: Callable[[], duckdb.DuckDBPyConnection],
 ) -> dict[str, list[str]]:
-    """derived table -> the live jobs whose rows there were not built from exactly their live intervals.
-
-    A job whose cProfile intervals hold no caller edge (a job that ran nothing but empty steps) has no
-    phase_function_callers rows to carry a fingerprint: when its phase_function_stats rows are fresh, it
-    is fresh there too if its facts confirm it has no edge (queries/jobs_without_callers.sql, on
-    ``facts()``, a connection with the function_callers and intervals views, asked only then). Without
-    that, such a job read as stale forever: every ingest rebuilt it and 'proflake check' reported it."""
-    stale = {
-        name: sorted(job for job, fingerprint in live.items() if built[name].get(job) != {fingerprint})
+    """derived table -> the live jobs whose rows there are not built from exactly their live intervals
+    (``facts()``: a connection for ``jobs_with_callers``, asked for only when a job may have no edge)."""
+    fresh, edgeless = fresh_and_edgeless(live, built)
+    if edgeless:
+        fresh |= edgeless - jobs_with_callers(facts(), edgeless)
+    return {
+        name: sorted(job for job, fingerprint in live.items() if job not in fresh and built[name].get(job) != {fingerprint})
         for name in PHASE_TABLES
     }
-    stats, callers = (stale[name] for name in PHASE_TABLES)
-    edgeless = [job for job in callers if job not in built["phase_function_callers"] and job not in stats]
-    if edgeless:
-        found = queries.run_named(facts(), "jobs_without_callers", {"job_ids": edgeless})
-        without = set(found["job_id"].to_pylist())
-        stale["phase_function_callers"] = [job for job in callers if job not in without]
-    return stale
 
 
 def fresh_jobs(
