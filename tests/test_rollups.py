@@ -225,45 +225,6 @@ def test_an_unchanged_rerun_skips_the_freshness_check_and_any_commit_brings_it_b
     answers_like_the_facts(store, ["job-1"])
 
 
-def test_a_job_without_caller_edges_has_fresh_rollups_and_one_that_lost_its_edges_does_not(tmp_path, monkeypatch):
-    """A job that ran only empty steps (cProfile records just disable(), called from outside the profile)
-    has no phase_function_callers rows: fresh, not rebuilt by every ingest nor reported by check. A job
-    whose stats rows are fresh but whose caller rows are missing (damage) is stale, and repaired."""
-    import cProfile
-    import pstats
-
-    from proflake.ingestion.check import check
-
-    empty = JobBuilder(tmp_path / "src" / "job-empty").stats_dir("cprofile", "algo-1", "train-0-stepstart-1000_train-0-stepend-2000")
-    empty.mkdir(parents=True)
-    profile = cProfile.Profile()
-    profile.enable()
-    profile.disable()
-    pstats.Stats(profile).dump_stats(str(empty / "python_stats"))
-    build_jobs(tmp_path / "src", jobs=("job-1",), nodes=1, steps=2)
-    store, said = tmp_path / "store", []
-    ingest(str(tmp_path / "src"), str(store))
-    assert Profiles(str(store))._phase_rollup_state()[0] == {"job-1", "job-empty"}
-    asked: list[frozenset] = []
-    real = rollups.jobs_with_callers
-    monkeypatch.setattr(rollups, "jobs_with_callers", lambda con, jobs: asked.append(jobs) or real(con, jobs))
-    profiles = Profiles(str(store))
-    profiles.by_job_phase(job="job-1")  # the facts are asked only about the jobs a question covers
-    profiles.by_job_phase(all_jobs=True)
-    profiles.by_training_phase(all_jobs=True)
-    assert asked == [{"job-empty"}]
-    assert not [f.kind for f in check(Store(str(store))).findings]
-    (store / CHECKED_FILE).unlink()  # no shortcut: the next run checks freshness, and finds nothing stale
-    ingest(str(tmp_path / "src"), str(store), log=said.append)
-    assert not any("roll-ups" in message for message in said), said
-    Store(str(store)).replace_jobs("phase_function_callers", None, ["job-1"], "test")  # its edges lost
-    assert Profiles(str(store))._phase_rollup_state()[0] == {"job-empty"}
-    assert [f.kind for f in check(Store(str(store))).findings] == ["stale_rollups"]
-    assert [f.kind for f in check(Store(str(store)), repair_damage=True).findings] == ["stale_rollups"]
-    assert Profiles(str(store))._phase_rollup_state()[0] == {"job-1", "job-empty"}
-    answers_like_the_facts(store, ["job-1", "job-empty"])
-
-
 def test_a_removed_job_loses_its_rollups(tmp_path):
     source = tmp_path / "src"
     build_jobs(source)

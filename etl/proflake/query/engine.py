@@ -241,27 +241,29 @@ class Engine:
         whole jobs (no source prefix) whose phase roll-ups were built from their live intervals."""
         if params.get("method") not in ("by_training_phase", "by_job_phase") or params["source_prefix"] is not None:
             return False
-        fresh, edgeless, live = self._memoised(("phase_rollups",), self._phase_rollup_candidates)
+        fresh, unproven, live, built = self._memoised(("phase_rollups",), self._phase_rollup_candidates)
         wanted = live if params["job_ids"] is None else set(params["job_ids"])
-        unsure = frozenset(wanted & edgeless)  # fresh if their facts hold no caller edge: asked only for them
+        unsure = frozenset(wanted & unproven)  # fresh if their facts hold no rows where they have none: asked only for them
         if unsure:
-            fresh = fresh | self._memoised(("phase_rollups", unsure), lambda: unsure - self._jobs_with_callers(unsure))
+            fresh = fresh | self._memoised(("phase_rollups", unsure), lambda: self._fresh_without_rows(unsure, built))
         return wanted <= fresh
 
-    def _phase_rollup_candidates(self) -> tuple[set[str], set[str], set[str]]:
-        """(jobs with fresh phase roll-ups, jobs fresh if they have no caller edge, every job with cProfile intervals)."""
+    def _phase_rollup_candidates(self) -> tuple[set[str], set[str], set[str], dict[str, dict[str, set[str]]]]:
+        """(jobs with fresh phase roll-ups, jobs fresh if their facts hold no rows where they have none, every
+        job with cProfile intervals, the fingerprints the phase tables' rows were built from)."""
         con = self._connection_for("phase_fingerprints", "phase_built_from")
         live = rollups.live_fingerprints(con)
-        fresh, edgeless = rollups.fresh_and_edgeless(live, rollups.built_fingerprints(con))
-        return fresh, edgeless, set(live)
+        built = rollups.built_fingerprints(con)
+        fresh, unproven = rollups.fresh_and_unproven(live, built)
+        return fresh, unproven, set(live), built
 
-    def _jobs_with_callers(self, jobs: frozenset[str]) -> set[str]:
-        return rollups.jobs_with_callers(self._connection_for("intervals_of_jobs", "jobs_with_callers"), jobs)
+    def _fresh_without_rows(self, jobs: frozenset[str], built: dict[str, dict[str, set[str]]]) -> set[str]:
+        return rollups.fresh_without_rows(self._connection_for("intervals_of_jobs", "jobs_with_facts"), jobs, built)
 
     def _phase_rollup_state(self) -> tuple[set[str], set[str]]:
         """(every job whose phase roll-ups answer, every job with cProfile intervals): for tests and checks."""
-        fresh, edgeless, live = self._phase_rollup_candidates()
-        return fresh | (edgeless - self._jobs_with_callers(frozenset(edgeless)) if edgeless else set()), live
+        fresh, unproven, live, built = self._phase_rollup_candidates()
+        return fresh | (self._fresh_without_rows(frozenset(unproven), built) if unproven else set()), live
 
     def aggregate(self, query: str, selected: pa.Table, params: dict[str, Any]) -> pa.Table:
         """Run queries/<query>.sql over selected intervals, with the roll-up parameters (rollup_parameters)."""

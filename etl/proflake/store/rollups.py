@@ -116,35 +116,40 @@ def built_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, se
     return built
 
 
-def fresh_and_edgeless(live: Mapping[str, str], built: Mapping[str, Mapping[str, set[str]]]) -> tuple[set[str], set[str]]:
+def fresh_and_unproven(live: Mapping[str, str], built: Mapping[str, Mapping[str, set[str]]]) -> tuple[set[str], set[str]]:
     """(the live jobs whose rows in every phase table were built from exactly their live intervals, the
-    live jobs whose phase_function_stats rows were but which have no phase_function_callers row).
+    live jobs whose rows were wherever they have rows, but which have none in some phase table).
 
-    A job whose cProfile intervals hold no caller edge (a job that profiled nothing but empty steps) has
-    no phase_function_callers rows to carry a fingerprint: a job of the second set is fresh too when its
-    facts hold no edge (``jobs_with_callers``). Without that check such a job read as stale forever:
-    every ingest rebuilt it, 'proflake check' reported it, and fetches fell back to the facts."""
-    stats, callers = PHASE_TABLES
-    fresh, edgeless = set(), set()
+    A job whose facts hold no row for a phase table (no caller edge: a job that profiled nothing but
+    empty steps; no function: dumps taken before the profiler ran) has no row there to carry a
+    fingerprint: a job of the second set is fresh too when its facts confirm it (``fresh_without_rows``).
+    Without that check such a job read as stale forever: every ingest rebuilt it, 'proflake check'
+    reported it after every repair, and fetches fell back to the facts."""
+    fresh, unproven = set(), set()
     for job, fingerprint in live.items():
-        if built[stats].get(job) == {fingerprint}:
-            if built[callers].get(job) == {fingerprint}:
-                fresh.add(job)
-            elif job not in built[callers]:
-                edgeless.add(job)
-    return fresh, edgeless
+        states = [built[name].get(job) for name in PHASE_TABLES]
+        if all(state == {fingerprint} for state in states):
+            fresh.add(job)
+        elif all(state in ({fingerprint}, None) for state in states):
+            unproven.add(job)
+    return fresh, unproven
 
 
-def jobs_with_callers(con: duckdb.DuckDBPyConnection, jobs: Collection[str]) -> set[str]:
-    """Those of ``jobs`` with a function_callers row in one of their live cProfile intervals (``con``: a
-    connection with the intervals and function_callers views; queries/jobs_with_callers.sql)."""
+def fresh_without_rows(
+    con: duckdb.DuckDBPyConnection, jobs: Collection[str], built: Mapping[str, Mapping[str, set[str]]]
+) -> set[str]:
+    """Those of ``jobs`` (``fresh_and_unproven``'s second set) whose facts hold no row for any phase table
+    where they have none: fresh. ``con``: a connection with the intervals and fact views
+    (queries/jobs_with_facts.sql)."""
     wanted = sorted(jobs)
     rows = queries.run_named(con, "intervals_of_jobs", {"job_ids": wanted})
     starts = rows["start_time_us"].to_pylist()  # of both profilers' intervals: a bound on the cProfile ones
     if not starts:
-        return set()
+        return set(wanted)
     span = {"job_ids": wanted, "min_start_time_us": min(starts), "max_start_time_us": max(starts)}
-    return set(queries.run_named(con, "jobs_with_callers", span)["job_id"].to_pylist())
+    found = queries.run_named(con, "jobs_with_facts", span)
+    has_facts = set(zip(found["table_name"].to_pylist(), found["job_id"].to_pylist()))
+    return {job for job in wanted if not any(job not in built[name] and (name, job) in has_facts for name in PHASE_TABLES)}
 
 
 def stale_jobs(
@@ -153,10 +158,10 @@ def stale_jobs(
     facts: Callable[[], duckdb.DuckDBPyConnection],
 ) -> dict[str, list[str]]:
     """derived table -> the live jobs whose rows there are not built from exactly their live intervals
-    (``facts()``: a connection for ``jobs_with_callers``, asked for only when a job may have no edge)."""
-    fresh, edgeless = fresh_and_edgeless(live, built)
-    if edgeless:
-        fresh |= edgeless - jobs_with_callers(facts(), edgeless)
+    (``facts()``: a connection for ``fresh_without_rows``, asked for only when a job may have no rows)."""
+    fresh, unproven = fresh_and_unproven(live, built)
+    if unproven:
+        fresh |= fresh_without_rows(facts(), unproven, built)
     return {
         name: sorted(job for job, fingerprint in live.items() if job not in fresh and built[name].get(job) != {fingerprint})
         for name in PHASE_TABLES

@@ -1,0 +1,72 @@
+"""Phase roll-ups of jobs whose facts hold no rows for a phase table (etl/proflake/store/rollups.py,
+fresh_and_unproven): nothing there carries a fingerprint, so the facts decide whether the job is fresh."""
+
+from __future__ import annotations
+
+import cProfile
+import marshal
+import pstats
+
+import pytest
+from helpers.profiles import JobBuilder
+from proflake import Profiles, ingest
+from proflake.ingestion.check import check
+from proflake.store import rollups
+from proflake.store.rollups import CHECKED_FILE, PHASE_TABLES
+from proflake.store.store import Store
+from test_rollups import answers_like_the_facts, build_jobs
+
+INTERVAL = "train-0-stepstart-1000_train-0-stepend-2000"
+
+
+def build_store(tmp_path):
+    """job-1: real profiles; job-empty: one empty step (cProfile records only its own disable(), called
+    from outside the profile: no caller edge); job-void: a dump taken before the profiler ran (no function)."""
+    empty = JobBuilder(tmp_path / "src" / "job-empty").stats_dir("cprofile", "algo-1", INTERVAL)
+    empty.mkdir(parents=True)
+    profile = cProfile.Profile()
+    profile.enable()
+    profile.disable()
+    pstats.Stats(profile).dump_stats(str(empty / "python_stats"))
+    void = JobBuilder(tmp_path / "src" / "job-void").stats_dir("cprofile", "algo-1", INTERVAL)
+    void.mkdir(parents=True)
+    (void / "python_stats").write_bytes(marshal.dumps({}))
+    build_jobs(tmp_path / "src", jobs=("job-1",), nodes=1, steps=2)
+    store = tmp_path / "store"
+    ingest(str(tmp_path / "src"), str(store))
+    return store
+
+
+def test_jobs_whose_facts_hold_no_rows_have_fresh_rollups(tmp_path, monkeypatch):
+    """Fresh: answered from the roll-ups, sound to check, not rebuilt by the next ingest; and the facts are
+    asked only about the jobs a question covers, once."""
+    store = build_store(tmp_path)
+    every = {"job-1", "job-empty", "job-void"}
+    assert Profiles(str(store))._phase_rollup_state() == (every, every)
+    asked: list[frozenset] = []
+    real = rollups.fresh_without_rows
+    monkeypatch.setattr(rollups, "fresh_without_rows", lambda con, jobs, built: asked.append(jobs) or real(con, jobs, built))
+    profiles = Profiles(str(store))
+    profiles.by_job_phase(job="job-1")
+    profiles.by_job_phase(all_jobs=True)
+    profiles.by_training_phase(all_jobs=True)
+    assert asked == [{"job-empty", "job-void"}]
+    assert not check(Store(str(store))).findings
+    (store / CHECKED_FILE).unlink()  # no shortcut: the next run checks freshness, and finds nothing stale
+    said: list[str] = []
+    ingest(str(tmp_path / "src"), str(store), log=said.append)
+    assert not any("roll-ups" in message for message in said), said
+    answers_like_the_facts(store, sorted(every))
+
+
+@pytest.mark.parametrize("lost", list(PHASE_TABLES))
+def test_a_job_that_lost_its_rows_in_one_phase_table_is_stale_and_repaired(tmp_path, lost):
+    """Its rows elsewhere are fresh, but its facts hold rows for the table where it has none: stale."""
+    store = build_store(tmp_path)
+    Store(str(store)).replace_jobs(lost, None, ["job-1"], "test")
+    assert Profiles(str(store))._phase_rollup_state()[0] == {"job-empty", "job-void"}
+    assert [f.kind for f in check(Store(str(store))).findings] == ["stale_rollups"]
+    assert [f.kind for f in check(Store(str(store)), repair_damage=True).findings] == ["stale_rollups"]
+    assert Profiles(str(store))._phase_rollup_state()[0] == {"job-1", "job-empty", "job-void"}
+    assert not check(Store(str(store))).findings
+    answers_like_the_facts(store, ["job-1", "job-empty", "job-void"])
