@@ -251,10 +251,10 @@ class Engine:
     def _phase_rollup_candidates(self) -> tuple[set[str], set[str], set[str], dict[str, dict[str, set[str]]]]:
         """(jobs with fresh phase roll-ups, jobs fresh if their facts hold no rows where they have none, every
         job with cProfile intervals, the fingerprints the phase tables' rows were built from)."""
-        con = self._connection_for("phase_fingerprints", "phase_built_from")
+        con = self._connection_for("phase_fingerprints", "phase_built_from", "jobs_without_functions")
         live = rollups.live_fingerprints(con)
         built = rollups.built_fingerprints(con)
-        fresh, unproven = rollups.fresh_and_unproven(live, built)
+        fresh, unproven = rollups.fresh_and_unproven(con, live, built)
         return fresh, unproven, set(live), built
 
     def _fresh_without_rows(self, jobs: frozenset[str], built: dict[str, dict[str, set[str]]]) -> set[str]:

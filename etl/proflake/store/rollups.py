@@ -116,22 +116,31 @@ def built_fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, se
     return built
 
 
-def fresh_and_unproven(live: Mapping[str, str], built: Mapping[str, Mapping[str, set[str]]]) -> tuple[set[str], set[str]]:
-    """(the live jobs whose rows in every phase table were built from exactly their live intervals, the
-    live jobs whose rows were wherever they have rows, but which have none in some phase table).
+def fresh_and_unproven(
+    con: duckdb.DuckDBPyConnection, live: Mapping[str, str], built: Mapping[str, Mapping[str, set[str]]]
+) -> tuple[set[str], set[str]]:
+    """(the live jobs whose phase roll-ups are fresh, the live jobs whose rows are fresh wherever they have
+    rows but which have none in some phase table). ``con``: a connection with the intervals view.
 
-    A job whose facts hold no row for a phase table (no caller edge: a job that profiled nothing but
-    empty steps; no function: dumps taken before the profiler ran) has no row there to carry a
-    fingerprint: a job of the second set is fresh too when its facts confirm it (``fresh_without_rows``).
-    Without that check such a job read as stale forever: every ingest rebuilt it, 'proflake check'
-    reported it after every repair, and fetches fell back to the facts."""
-    fresh, unproven = set(), set()
+    A job whose facts hold no row for a phase table has no row there to carry a fingerprint. One with no
+    function at all (dumps taken before the profiler ran) has none anywhere, which its intervals show
+    (function_count; queries/jobs_without_functions.sql): fresh. One with functions but no caller edge (a
+    job that profiled nothing but empty steps: cProfile records only its own disable(), called from
+    outside the profile) is in the second set, fresh when its facts confirm it (``fresh_without_rows``).
+    Without these rules such jobs read as stale forever: every ingest rebuilt them, 'proflake check'
+    reported them after every repair, and fetches fell back to the facts."""
+    fresh, unproven, rowless = set(), set(), []
     for job, fingerprint in live.items():
         states = [built[name].get(job) for name in PHASE_TABLES]
         if all(state == {fingerprint} for state in states):
             fresh.add(job)
+        elif all(state is None for state in states):
+            rowless.append(job)  # a new job, or one without functions
         elif all(state in ({fingerprint}, None) for state in states):
             unproven.add(job)
+    if rowless:
+        found = queries.run_named(con, "jobs_without_functions", {"job_ids": sorted(rowless)})
+        fresh.update(found["job_id"].to_pylist())
     return fresh, unproven
 
 
@@ -153,13 +162,14 @@ def fresh_without_rows(
 
 
 def stale_jobs(
+    con: duckdb.DuckDBPyConnection,
     live: Mapping[str, str],
     built: Mapping[str, Mapping[str, set[str]]],
     facts: Callable[[], duckdb.DuckDBPyConnection],
 ) -> dict[str, list[str]]:
     """derived table -> the live jobs whose rows there are not built from exactly their live intervals
-    (``facts()``: a connection for ``fresh_without_rows``, asked for only when a job may have no rows)."""
-    fresh, unproven = fresh_and_unproven(live, built)
+    (``con``: as ``fresh_and_unproven``'s; ``facts()``: a connection for ``fresh_without_rows``, asked for only when a job may have no rows)."""
+    fresh, unproven = fresh_and_unproven(con, live, built)
     if unproven:
         fresh |= fresh_without_rows(facts(), unproven, built)
     return {
@@ -174,7 +184,7 @@ def fresh_jobs(
     """Jobs whose rows in every phase table were built from exactly their live intervals (``facts``: as
     ``stale_jobs``'s; ``con`` itself when it has those views)."""
     live = live_fingerprints(con)
-    stale = stale_jobs(live, built_fingerprints(con), facts or (lambda: con))
+    stale = stale_jobs(con, live, built_fingerprints(con), facts or (lambda: con))
     return set(live).difference(*stale.values())
 
 
@@ -224,7 +234,7 @@ def refresh_phase_rollups(
             return facts[0]
 
         try:
-            stale_of = stale_jobs(live, built, fact_views)
+            stale_of = stale_jobs(con, live, built, fact_views)
         finally:
             for opened_facts in facts:
                 opened_facts.close()
