@@ -70,3 +70,36 @@ def test_a_job_that_lost_its_rows_in_one_phase_table_is_stale_and_repaired(tmp_p
     assert Profiles(str(store))._phase_rollup_state()[0] == {"job-1", "job-empty", "job-void"}
     assert not check(Store(str(store))).findings
     answers_like_the_facts(store, ["job-1", "job-empty", "job-void"])
+
+
+def write_dump(folder, kind: str) -> None:
+    """A python_stats file: "real" (a small workload), "empty" (an empty step) or "void" (no function)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if kind == "real":
+        from helpers.profiles import write_cprofile
+
+        write_cprofile(folder, "b")
+    elif kind == "empty":
+        profile = cProfile.Profile()
+        profile.enable()
+        profile.disable()
+        pstats.Stats(profile).dump_stats(str(folder / "python_stats"))
+    else:
+        (folder / "python_stats").write_bytes(marshal.dumps({}))
+
+
+def test_after_every_ingest_of_a_changing_source_the_rollups_are_fresh_and_sound(tmp_path):
+    """Jobs moving between real, empty-step and function-less dumps, file by file: after each ingest
+    (adds merged, replacements rebuilt), every job answers from its roll-ups and check finds nothing."""
+    source, store = tmp_path / "src", tmp_path / "store"
+    a1, a2 = (JobBuilder(source / "job-a").stats_dir("cprofile", "algo-1", f"train-{s}-stepstart-{s}000_train-{s}-stepend-{s}900") for s in (1, 2))
+    b1 = JobBuilder(source / "job-b").stats_dir("cprofile", "algo-2", INTERVAL)
+    steps = [[(a1, "real"), (b1, "void")], [(b1, "empty")], [(b1, "real")], [(a1, "void")], [(a2, "empty")], [(a1, "real"), (b1, "void")]]
+    for number, changes in enumerate(steps):
+        for folder, kind in changes:
+            write_dump(folder, kind)
+        ingest(str(source), str(store), executor="inline")
+        fresh, live = Profiles(str(store))._phase_rollup_state()
+        assert fresh == live == {"job-a", "job-b"}, number
+        assert not check(Store(str(store))).findings, number
+        answers_like_the_facts(store, ["job-a", "job-b"])
