@@ -9,12 +9,14 @@ import pstats
 
 import pytest
 from helpers.profiles import JobBuilder
+from helpers.same_answers import assert_same_table
 from proflake import Profiles, ingest
 from proflake.ingestion.check import check
 from proflake.store import rollups
 from proflake.store.rollups import CHECKED_FILE, PHASE_TABLES
 from proflake.store.store import Store
 from test_rollups import answers_like_the_facts, build_jobs
+from test_s3 import bucket  # noqa: F401 (a fixture; the S3 server itself is conftest's)
 
 INTERVAL = "train-0-stepstart-1000_train-0-stepend-2000"
 
@@ -103,3 +105,23 @@ def test_after_every_ingest_of_a_changing_source_the_rollups_are_fresh_and_sound
         assert fresh == live == {"job-a", "job-b"}, number
         assert not check(Store(str(store))).findings, number
         answers_like_the_facts(store, ["job-a", "job-b"])
+
+
+def test_on_s3_too_such_jobs_answer_from_their_rollups_and_check_finds_nothing(s3, bucket, tmp_path, monkeypatch):  # noqa: F811
+    """An S3 store checks freshness on every run (no local note to skip it): the same rules, over S3."""
+    from helpers.cli import run_cli
+
+    local = build_store(tmp_path)
+    store = f"s3://{bucket}/store"
+    assert run_cli(["ingest", str(tmp_path / "src"), "--store", store], s3.env()).returncode == 0
+    for name, value in s3.env().items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    every = {"job-1", "job-empty", "job-void"}
+    assert Profiles(store)._phase_rollup_state() == (every, every)
+    done = run_cli(["check", "--store", store], s3.env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    said: list[str] = []
+    ingest(str(tmp_path / "src"), store, log=said.append)  # nothing new: no roll-up rebuilt
+    assert not any("roll-ups" in message for message in said), said
+    assert_same_table(Profiles(store).by_job_phase(all_jobs=True).table, Profiles(str(local)).by_job_phase(all_jobs=True).table)
